@@ -1,0 +1,1 @@
+//! Block compression. See docs/format/table.md.

@@ -1,0 +1,117 @@
+//! The order of user keys.
+//!
+//! A database records its comparator's name and refuses to open with a
+//! different one, because every file on disk is sorted by it.
+
+use std::cmp::Ordering;
+use std::fmt::Debug;
+
+/// A total order over user keys, plus the hooks that shorten index keys.
+pub trait Comparator: Send + Sync + Debug {
+    /// Stable name recorded in the manifest and table properties.
+    fn name(&self) -> &str;
+
+    /// Three-way comparison of two user keys.
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering;
+
+    /// If `start < limit`, may shorten `start` to a key `k` with
+    /// `start <= k < limit`. Used for index separators; the default keeps `start`.
+    fn find_shortest_separator(&self, _start: &mut Vec<u8>, _limit: &[u8]) {}
+
+    /// May change `key` to a short key `k >= key`. The default keeps it.
+    fn find_short_successor(&self, _key: &mut Vec<u8>) {}
+
+    /// True if two byte-different keys can compare equal. When false, a hash
+    /// of the key bytes can stand in for equality (data block hash index).
+    fn can_keys_with_different_bytes_be_equal(&self) -> bool {
+        true
+    }
+}
+
+/// Lexicographic byte order: the default.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct BytewiseComparator;
+
+impl Comparator for BytewiseComparator {
+    fn name(&self) -> &str {
+        "leveldb.BytewiseComparator"
+    }
+
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+        a.cmp(b)
+    }
+
+    fn find_shortest_separator(&self, start: &mut Vec<u8>, limit: &[u8]) {
+        let common = start.iter().zip(limit).take_while(|(a, b)| a == b).count();
+        if common >= start.len().min(limit.len()) {
+            return; // one is a prefix of the other
+        }
+        let byte = start[common];
+        if byte < 0xff && byte + 1 < limit[common] {
+            start[common] = byte + 1;
+            start.truncate(common + 1);
+            debug_assert!(self.compare(start, limit) == Ordering::Less);
+        }
+    }
+
+    fn find_short_successor(&self, key: &mut Vec<u8>) {
+        if let Some(i) = key.iter().position(|&b| b != 0xff) {
+            key[i] += 1;
+            key.truncate(i + 1);
+        }
+    }
+
+    fn can_keys_with_different_bytes_be_equal(&self) -> bool {
+        false
+    }
+}
+
+/// Reverse lexicographic byte order.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ReverseBytewiseComparator;
+
+impl Comparator for ReverseBytewiseComparator {
+    fn name(&self) -> &str {
+        "rocksdb.ReverseBytewiseComparator"
+    }
+
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+        b.cmp(a)
+    }
+
+    fn can_keys_with_different_bytes_be_equal(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytewise_separator_and_successor() {
+        let c = BytewiseComparator;
+        let mut s = b"abcdefg".to_vec();
+        c.find_shortest_separator(&mut s, b"abzz");
+        assert_eq!(s, b"abd");
+        let mut s = b"abc".to_vec();
+        c.find_shortest_separator(&mut s, b"abcd");
+        assert_eq!(s, b"abc", "prefix: unchanged");
+        let mut s = b"ab\x01".to_vec();
+        c.find_shortest_separator(&mut s, b"ab\x02");
+        assert_eq!(s, b"ab\x01", "adjacent bytes: unchanged");
+        let mut k = b"\xff\xffa\xff".to_vec();
+        c.find_short_successor(&mut k);
+        assert_eq!(k, b"\xff\xffb");
+        let mut k = b"\xff\xff".to_vec();
+        c.find_short_successor(&mut k);
+        assert_eq!(k, b"\xff\xff");
+    }
+
+    #[test]
+    fn reverse_orders_backwards() {
+        let c = ReverseBytewiseComparator;
+        assert_eq!(c.compare(b"a", b"b"), Ordering::Greater);
+        assert_eq!(c.compare(b"", b"a"), Ordering::Greater);
+    }
+}

@@ -1,0 +1,18 @@
+//! Strata: an embedded, persistent, ordered key-value store built as an LSM tree.
+//!
+//! This crate holds the storage formats (write-ahead log, block-based tables,
+//! bloom filters, compression), the file-system abstraction every file goes
+//! through, and the engine built on them. Byte layouts are specified in
+//! `docs/format/`.
+
+pub mod compression;
+pub mod env;
+pub mod error;
+pub mod iter;
+pub mod key;
+pub mod limits;
+pub mod sst;
+pub mod util;
+pub mod wal;
+
+pub use error::{Error, Result};

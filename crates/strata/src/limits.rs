@@ -1,0 +1,15 @@
+//! Hard limits. Everything has one, so memory is bounded by configuration and
+//! no decoder trusts a length it read from disk beyond these.
+
+/// Largest user key, in bytes.
+pub const KEY_SIZE_BYTES_MAX: usize = 1 << 20;
+
+/// Largest value, in bytes.
+pub const VALUE_SIZE_BYTES_MAX: usize = 64 << 20;
+
+/// Largest block (data, index, filter, properties), in bytes, compressed or not.
+/// A data block holds at least one entry, so this exceeds key + value maxima.
+pub const BLOCK_SIZE_BYTES_MAX: usize = 128 << 20;
+
+/// Largest log record, in bytes (one write batch).
+pub const LOG_RECORD_SIZE_BYTES_MAX: usize = 256 << 20;

@@ -1,0 +1,1 @@
+//! Blocks: prefix-compressed sorted entries with a restart array. See docs/format/block.md.

@@ -1,0 +1,1 @@
+//! The table's bloom filter. See docs/format/filter.md.
