@@ -5,14 +5,23 @@
 //! through, and the engine built on them. Byte layouts are specified in
 //! `docs/format/`.
 
+pub mod cache;
 pub mod compression;
+pub mod db;
 pub mod env;
 pub mod error;
 pub mod iter;
 pub mod key;
 pub mod limits;
+pub mod memtable;
 pub mod sst;
 pub mod util;
+pub mod version;
 pub mod wal;
 
 pub use error::{Error, Result};
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

@@ -51,8 +51,12 @@ impl CompressionType {
     }
 
     /// Every supported type.
-    pub const ALL: [CompressionType; 4] =
-        [CompressionType::None, CompressionType::Snappy, CompressionType::Lz4, CompressionType::Zstd];
+    pub const ALL: [CompressionType; 4] = [
+        CompressionType::None,
+        CompressionType::Snappy,
+        CompressionType::Lz4,
+        CompressionType::Zstd,
+    ];
 }
 
 impl fmt::Display for CompressionType {
@@ -70,9 +74,9 @@ impl FromStr for CompressionType {
             "snappy" => Ok(CompressionType::Snappy),
             "lz4" => Ok(CompressionType::Lz4),
             "zstd" => Ok(CompressionType::Zstd),
-            "zlib" | "bzip2" | "lz4hc" | "xpress" => {
-                Err(Error::NotSupported(format!("compression type {s}: Strata supports none, snappy, lz4, zstd")))
-            }
+            "zlib" | "bzip2" | "lz4hc" | "xpress" => Err(Error::NotSupported(format!(
+                "compression type {s}: Strata supports none, snappy, lz4, zstd"
+            ))),
             _ => Err(Error::invalid_argument(format!(
                 "unknown compression type {s:?}: expected none, snappy, lz4 or zstd"
             ))),
@@ -103,7 +107,10 @@ pub fn compress_block(kind: CompressionType, raw: &[u8], out: &mut Vec<u8>) -> C
         CompressionType::Lz4 => {
             put_varint32(out, raw.len() as u32);
             let start = out.len();
-            out.resize(start + lz4_flex::block::get_maximum_output_size(raw.len()), 0);
+            out.resize(
+                start + lz4_flex::block::get_maximum_output_size(raw.len()),
+                0,
+            );
             match lz4_flex::block::compress_into(raw, &mut out[start..]) {
                 Ok(n) => {
                     out.truncate(start + n);
@@ -132,7 +139,12 @@ pub fn compress_block(kind: CompressionType, raw: &[u8], out: &mut Vec<u8>) -> C
 }
 
 /// Decompresses a block payload. `file` and `offset` locate it for errors.
-pub fn decompress_block(kind: CompressionType, data: &[u8], file: &str, offset: u64) -> Result<Vec<u8>> {
+pub fn decompress_block(
+    kind: CompressionType,
+    data: &[u8],
+    file: &str,
+    offset: u64,
+) -> Result<Vec<u8>> {
     let corrupt = |what: String| Error::corruption(file, offset, what);
     let check_len = |n: usize| -> Result<usize> {
         if n > BLOCK_SIZE_BYTES_MAX {
@@ -143,14 +155,15 @@ pub fn decompress_block(kind: CompressionType, data: &[u8], file: &str, offset: 
         Ok(n)
     };
     let prefixed_len = || -> Result<(usize, usize)> {
-        let (n, used) =
-            decode_varint32(data).ok_or_else(|| corrupt(format!("{kind} block: bad length prefix")))?;
+        let (n, used) = decode_varint32(data)
+            .ok_or_else(|| corrupt(format!("{kind} block: bad length prefix")))?;
         Ok((check_len(n as usize)?, used))
     };
     match kind {
         CompressionType::None => Ok(data.to_vec()),
         CompressionType::Snappy => {
-            let n = snap::raw::decompress_len(data).map_err(|e| corrupt(format!("snappy header: {e}")))?;
+            let n = snap::raw::decompress_len(data)
+                .map_err(|e| corrupt(format!("snappy header: {e}")))?;
             let mut out = vec![0u8; check_len(n)?];
             let got = snap::raw::Decoder::new()
                 .decompress(data, &mut out)
@@ -172,9 +185,13 @@ pub fn decompress_block(kind: CompressionType, data: &[u8], file: &str, offset: 
         }
         CompressionType::Zstd => {
             let (n, used) = prefixed_len()?;
-            let out = zstd::bulk::decompress(&data[used..], n).map_err(|e| corrupt(format!("zstd: {e}")))?;
+            let out = zstd::bulk::decompress(&data[used..], n)
+                .map_err(|e| corrupt(format!("zstd: {e}")))?;
             if out.len() != n {
-                return Err(corrupt(format!("zstd: expected {n} bytes, got {}", out.len())));
+                return Err(corrupt(format!(
+                    "zstd: expected {n} bytes, got {}",
+                    out.len()
+                )));
             }
             Ok(out)
         }
@@ -203,11 +220,18 @@ mod tests {
                 }
                 assert_eq!(used, kind);
                 assert!(out.len() < raw.len());
-                assert_eq!(decompress_block(used, &out, "t", 0).unwrap(), raw, "{kind} {n}");
+                assert_eq!(
+                    decompress_block(used, &out, "t", 0).unwrap(),
+                    raw,
+                    "{kind} {n}"
+                );
             }
             let big = compressible(70_000);
             let mut out = Vec::new();
-            assert_eq!(compress_block(kind, &big, &mut out) == CompressionType::None, kind == CompressionType::None);
+            assert_eq!(
+                compress_block(kind, &big, &mut out) == CompressionType::None,
+                kind == CompressionType::None
+            );
         }
     }
 
@@ -234,8 +258,14 @@ mod tests {
             assert_eq!(kind.name().parse::<CompressionType>().unwrap(), kind);
             assert_eq!(CompressionType::from_byte(kind as u8), Some(kind));
         }
-        assert!(matches!("zlib".parse::<CompressionType>(), Err(Error::NotSupported(_))));
-        assert!(matches!("bogus".parse::<CompressionType>(), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            "zlib".parse::<CompressionType>(),
+            Err(Error::NotSupported(_))
+        ));
+        assert!(matches!(
+            "bogus".parse::<CompressionType>(),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 
     #[test]

@@ -3,6 +3,8 @@
 
 use crate::error::Result;
 
+pub mod merging;
+
 /// A cursor over sorted (key, value) entries.
 ///
 /// Positioning calls never return errors; a failure makes the iterator

@@ -1,4 +1,113 @@
-//! Block-based table files (SSTs). See docs/format/table.md.
+//! Block-based table files (SSTs): sorted, immutable, checksummed.
+//!
+//! ```text
+//! [data block 1] ... [data block N]   each followed by a 5-byte trailer
+//! [filter block]                      whole-table bloom filter over user keys
+//! [index block]                       separator -> data block handle + block properties
+//! [properties block]
+//! [metaindex block]                   meta block name -> handle
+//! [footer]                            56 bytes, ends with the magic number
+//! ```
+//!
+//! The byte layout is specified in `docs/format/table.md`.
 
 pub mod block;
 pub mod filter;
+pub mod format;
+pub mod index;
+pub mod properties;
+mod table_builder;
+mod table_iter;
+mod table_reader;
+
+use std::sync::Arc;
+
+use crate::compression::CompressionType;
+use crate::error::{Error, Result};
+use crate::key::{BytewiseComparator, Comparator};
+
+pub use properties::TableProperties;
+pub use table_builder::TableBuilder;
+pub use table_iter::TableIterator;
+pub use table_reader::{TableEntry, TableReader};
+
+/// Metaindex name of the bloom filter block.
+pub const FILTER_BLOCK_NAME: &str = "filter.strata.bloom.v1";
+/// Metaindex name of the properties block.
+pub const PROPERTIES_BLOCK_NAME: &str = "strata.properties";
+
+/// How tables are written (and, for the comparator, read).
+#[derive(Clone)]
+pub struct TableOptions {
+    /// Orders user keys; its name is recorded and checked on open.
+    pub comparator: Arc<dyn Comparator>,
+    /// Target uncompressed size of a data block, in bytes.
+    pub block_size: usize,
+    /// Entries between restart points in data blocks.
+    pub block_restart_interval: usize,
+    /// Entries between restart points in the index block.
+    pub index_block_restart_interval: usize,
+    /// Compression of data blocks.
+    pub compression: CompressionType,
+    /// Bloom filter bits per key; 0 writes no filter.
+    pub bloom_bits_per_key: f64,
+}
+
+impl std::fmt::Debug for TableOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableOptions")
+            .field("comparator", &self.comparator.name())
+            .field("block_size", &self.block_size)
+            .field("block_restart_interval", &self.block_restart_interval)
+            .field(
+                "index_block_restart_interval",
+                &self.index_block_restart_interval,
+            )
+            .field("compression", &self.compression)
+            .field("bloom_bits_per_key", &self.bloom_bits_per_key)
+            .finish()
+    }
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        TableOptions {
+            comparator: Arc::new(BytewiseComparator),
+            block_size: 4096,
+            block_restart_interval: 16,
+            index_block_restart_interval: 1,
+            compression: CompressionType::Snappy,
+            bloom_bits_per_key: 10.0,
+        }
+    }
+}
+
+impl TableOptions {
+    /// Rejects values no table could be written with.
+    pub fn validate(&self) -> Result<()> {
+        if self.block_size == 0 || self.block_size > crate::limits::BLOCK_SIZE_BYTES_MAX / 2 {
+            return Err(Error::invalid_argument(format!(
+                "block_size {} must be between 1 and {}",
+                self.block_size,
+                crate::limits::BLOCK_SIZE_BYTES_MAX / 2
+            )));
+        }
+        if self.block_restart_interval == 0 || self.index_block_restart_interval == 0 {
+            return Err(Error::invalid_argument(
+                "restart intervals must be at least 1",
+            ));
+        }
+        if !(self.bloom_bits_per_key.is_finite()
+            && (0.0..=100.0).contains(&self.bloom_bits_per_key))
+        {
+            return Err(Error::invalid_argument(format!(
+                "bloom_bits_per_key {} must be between 0 and 100",
+                self.bloom_bits_per_key
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

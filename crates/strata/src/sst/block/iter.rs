@@ -1,0 +1,329 @@
+//! The block iterator. Values are borrowed from the block's bytes; a key is
+//! borrowed too when it is stored whole (at restart points), and otherwise
+//! rebuilt in a reused buffer from the shared prefix of the previous key.
+
+use std::cmp::Ordering;
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::Comparator;
+use crate::util::coding::{decode_fixed32, decode_varint32};
+
+use super::Block;
+
+/// A cursor over one block's entries.
+///
+/// Invariant: the iterator is valid iff `current < restarts_offset` and the
+/// status is Ok; an invalid iterator has `current == restarts_offset`.
+pub struct BlockIter {
+    data: Bytes,
+    cmp: Arc<dyn Comparator>,
+    restarts_offset: usize,
+    num_restarts: u32,
+    file: Arc<str>,
+    block_offset: u64,
+    /// Offset of the current entry.
+    current: usize,
+    /// Offset just past the current entry.
+    next: usize,
+    /// Index of the restart interval holding `current`.
+    restart_index: u32,
+    /// The current key when it is not borrowed.
+    key_buf: Vec<u8>,
+    /// The current key's range in `data` when it is stored whole.
+    key_borrowed: Option<Range<usize>>,
+    value: Range<usize>,
+    status: Result<()>,
+}
+
+impl std::fmt::Debug for BlockIter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockIter")
+            .field("file", &self.file)
+            .field("block_offset", &self.block_offset)
+            .field("current", &self.current)
+            .finish()
+    }
+}
+
+/// The decoded header of one entry.
+struct EntryHeader {
+    shared: usize,
+    non_shared: usize,
+    value_len: usize,
+    /// Offset of the key delta.
+    key_start: usize,
+}
+
+impl BlockIter {
+    pub(super) fn new(block: &Block, cmp: Arc<dyn Comparator>) -> BlockIter {
+        BlockIter {
+            data: block.data.clone(),
+            cmp,
+            restarts_offset: block.restarts_offset,
+            num_restarts: block.num_restarts,
+            file: block.file.clone(),
+            block_offset: block.offset,
+            current: block.restarts_offset,
+            next: block.restarts_offset,
+            restart_index: block.num_restarts,
+            key_buf: Vec::new(),
+            key_borrowed: None,
+            value: 0..0,
+            status: Ok(()),
+        }
+    }
+
+    /// The current value as a reference-counted slice of the block (no copy).
+    pub fn value_bytes(&self) -> Bytes {
+        debug_assert!(self.valid());
+        self.data.slice(self.value.clone())
+    }
+
+    fn corrupt(&mut self, at: usize, what: &str) {
+        if self.status.is_ok() {
+            self.status = Err(Error::corruption(
+                &*self.file,
+                self.block_offset,
+                format!("block entry at byte {at}: {what}"),
+            ));
+        }
+        self.invalidate();
+    }
+
+    fn invalidate(&mut self) {
+        self.current = self.restarts_offset;
+        self.next = self.restarts_offset;
+        self.restart_index = self.num_restarts;
+        self.key_borrowed = None;
+        self.key_buf.clear();
+    }
+
+    /// The offset of restart point `index`, checked to lie inside the
+    /// entries area.
+    fn restart_point(&self, index: u32) -> Option<usize> {
+        debug_assert!(index < self.num_restarts);
+        let at = self.restarts_offset + index as usize * 4;
+        let point = decode_fixed32(self.data.get(at..)?)? as usize;
+        (point <= self.restarts_offset).then_some(point)
+    }
+
+    fn decode_header(&self, at: usize) -> Option<EntryHeader> {
+        let area = self.data.get(at..self.restarts_offset)?;
+        let (shared, n1) = decode_varint32(area)?;
+        let (non_shared, n2) = decode_varint32(&area[n1..])?;
+        let (value_len, n3) = decode_varint32(&area[n1 + n2..])?;
+        let header = n1 + n2 + n3;
+        let body = (non_shared as u64) + (value_len as u64);
+        if header as u64 + body > area.len() as u64 {
+            return None;
+        }
+        Some(EntryHeader {
+            shared: shared as usize,
+            non_shared: non_shared as usize,
+            value_len: value_len as usize,
+            key_start: at + header,
+        })
+    }
+
+    fn seek_to_restart(&mut self, index: u32) -> bool {
+        let Some(point) = self.restart_point(index) else {
+            let at = self.restarts_offset + index as usize * 4;
+            self.corrupt(at, "restart point outside the entries area");
+            return false;
+        };
+        self.key_borrowed = None;
+        self.key_buf.clear();
+        self.restart_index = index;
+        self.next = point;
+        true
+    }
+
+    /// Decodes the entry at `self.next`. Returns false at the end or on
+    /// corruption.
+    fn parse_next(&mut self) -> bool {
+        self.current = self.next;
+        if self.current >= self.restarts_offset {
+            self.invalidate();
+            return false;
+        }
+        let at = self.current;
+        let Some(h) = self.decode_header(at) else {
+            self.corrupt(at, "entry header or lengths run past the entries area");
+            return false;
+        };
+        let prev_len = match &self.key_borrowed {
+            Some(r) => r.len(),
+            None => self.key_buf.len(),
+        };
+        if h.shared > prev_len {
+            self.corrupt(
+                at,
+                &format!(
+                    "shares {} bytes with a {prev_len}-byte previous key",
+                    h.shared
+                ),
+            );
+            return false;
+        }
+        let key_end = h.key_start + h.non_shared;
+        if h.shared == 0 {
+            self.key_borrowed = Some(h.key_start..key_end);
+        } else {
+            if let Some(r) = self.key_borrowed.take() {
+                self.key_buf.clear();
+                self.key_buf
+                    .extend_from_slice(&self.data[r.start..r.start + h.shared]);
+            } else {
+                self.key_buf.truncate(h.shared);
+            }
+            self.key_buf
+                .extend_from_slice(&self.data[h.key_start..key_end]);
+        }
+        self.value = key_end..key_end + h.value_len;
+        self.next = self.value.end;
+        while self.restart_index + 1 < self.num_restarts {
+            match self.restart_point(self.restart_index + 1) {
+                Some(p) if p <= self.current => self.restart_index += 1,
+                Some(_) => break,
+                None => {
+                    self.corrupt(at, "restart point outside the entries area");
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// The whole key stored at restart point `index`.
+    fn restart_key(&self, index: u32) -> Option<Range<usize>> {
+        let point = self.restart_point(index)?;
+        let h = self.decode_header(point)?;
+        (h.shared == 0).then_some(h.key_start..h.key_start + h.non_shared)
+    }
+
+    /// The index of the last restart point whose key is < `target` (0 if none).
+    fn search_restarts(&mut self, target: &[u8]) -> Option<u32> {
+        let (mut left, mut right) = (0u32, self.num_restarts - 1);
+        while left < right {
+            let mid = left + (right - left).div_ceil(2);
+            let Some(r) = self.restart_key(mid) else {
+                let at = self.restart_point(mid).unwrap_or(self.restarts_offset);
+                self.corrupt(at, "restart entry is malformed or shares a prefix");
+                return None;
+            };
+            if self.cmp.compare(&self.data[r], target) == Ordering::Less {
+                left = mid;
+            } else {
+                right = mid - 1;
+            }
+        }
+        Some(left)
+    }
+}
+
+impl InternalIterator for BlockIter {
+    fn valid(&self) -> bool {
+        self.current < self.restarts_offset && self.status.is_ok()
+    }
+
+    fn seek_to_first(&mut self) {
+        if self.status.is_ok() && self.seek_to_restart(0) {
+            self.parse_next();
+        }
+    }
+
+    fn seek_to_last(&mut self) {
+        if self.status.is_err() || !self.seek_to_restart(self.num_restarts - 1) {
+            return;
+        }
+        while self.parse_next() && self.next < self.restarts_offset {}
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        if self.status.is_err() {
+            return;
+        }
+        let Some(index) = self.search_restarts(target) else {
+            return;
+        };
+        if !self.seek_to_restart(index) {
+            return;
+        }
+        while self.parse_next() {
+            if self.cmp.compare(self.key(), target) != Ordering::Less {
+                return;
+            }
+        }
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        self.seek(target);
+        if self.status.is_err() {
+            return;
+        }
+        if !self.valid() {
+            self.seek_to_last();
+        }
+        while self.valid() && self.cmp.compare(self.key(), target) == Ordering::Greater {
+            self.prev();
+        }
+    }
+
+    fn next(&mut self) {
+        debug_assert!(self.valid());
+        self.parse_next();
+    }
+
+    fn prev(&mut self) {
+        debug_assert!(self.valid());
+        let original = self.current;
+        // Find the restart interval that starts before the current entry.
+        loop {
+            match self.restart_point(self.restart_index) {
+                Some(p) if p < original => break,
+                Some(_) if self.restart_index == 0 => {
+                    self.invalidate();
+                    return;
+                }
+                Some(_) => self.restart_index -= 1,
+                None => {
+                    self.corrupt(original, "restart point outside the entries area");
+                    return;
+                }
+            }
+        }
+        if !self.seek_to_restart(self.restart_index) {
+            return;
+        }
+        // Scan to the entry just before `original`.
+        while self.parse_next() && self.next < original {}
+        if self.valid() && self.next != original {
+            self.corrupt(
+                self.current,
+                "entries do not chain to the previous position",
+            );
+        }
+    }
+
+    fn key(&self) -> &[u8] {
+        debug_assert!(self.valid());
+        match &self.key_borrowed {
+            Some(r) => &self.data[r.clone()],
+            None => &self.key_buf,
+        }
+    }
+
+    fn value(&self) -> &[u8] {
+        debug_assert!(self.valid());
+        &self.data[self.value.clone()]
+    }
+
+    fn status(&self) -> Result<()> {
+        self.status.clone()
+    }
+}

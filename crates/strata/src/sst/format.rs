@@ -1,0 +1,256 @@
+//! Block handles, the per-block trailer and the table footer. Layouts are
+//! in `docs/format/table.md`:
+//!
+//! ```text
+//! block on disk := contents | compression type (u8) | masked crc32c (u32 LE)
+//!                  crc covers contents and the type byte
+//! handle        := varint64 offset | varint64 size   (size excludes the trailer)
+//! footer (56 B) := metaindex handle | index handle | zero padding to 40 bytes
+//!                  | format_version (u32 LE) | masked crc32c of bytes 0..44 (u32 LE)
+//!                  | magic (u64 LE)
+//! ```
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::compression::{decompress_block, CompressionType};
+use crate::env::RandomAccessFile;
+use crate::error::{Error, Result};
+use crate::limits::BLOCK_SIZE_BYTES_MAX;
+use crate::util::coding::{
+    decode_fixed32, decode_fixed64, put_fixed32, put_fixed64, put_varint64, Decoder,
+};
+use crate::util::crc::{crc32c, crc32c_extend, mask, unmask};
+
+/// Bytes after every block: compression type and checksum.
+pub const BLOCK_TRAILER_BYTES: usize = 5;
+/// Longest encoding of a [`BlockHandle`] (two varint64s).
+pub const BLOCK_HANDLE_BYTES_MAX: usize = 20;
+/// Size of the footer at the end of every table file.
+pub const FOOTER_BYTES: usize = 56;
+/// Bytes of the footer given to the two handles (zero padded).
+const FOOTER_HANDLES_BYTES: usize = 40;
+/// The last eight bytes of every Strata table ("STRATAT1" read as u64 LE).
+pub const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"STRATAT1");
+/// The format version this code writes; readers accept 1..=this.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Where a block lives in a file: its offset and its size without trailer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BlockHandle {
+    /// Offset of the block's first byte.
+    pub offset: u64,
+    /// Bytes of the (possibly compressed) contents, trailer excluded.
+    pub size: u64,
+}
+
+impl BlockHandle {
+    /// Appends the varint encoding.
+    pub fn encode_to(&self, dst: &mut Vec<u8>) {
+        put_varint64(dst, self.offset);
+        put_varint64(dst, self.size);
+    }
+
+    /// Decodes a handle from the front of `dec`.
+    pub fn decode_from(dec: &mut Decoder<'_>) -> Option<BlockHandle> {
+        let offset = dec.varint64()?;
+        let size = dec.varint64()?;
+        Some(BlockHandle { offset, size })
+    }
+
+    /// Offset just past the block's trailer.
+    pub fn end_with_trailer(&self) -> u64 {
+        self.offset
+            .saturating_add(self.size)
+            .saturating_add(BLOCK_TRAILER_BYTES as u64)
+    }
+}
+
+/// The fixed-size record at the end of a table file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Footer {
+    /// The metaindex block (names → handles of meta blocks).
+    pub metaindex: BlockHandle,
+    /// The index block (separator → data block handle).
+    pub index: BlockHandle,
+    /// Format version of the table.
+    pub format_version: u32,
+}
+
+impl Footer {
+    /// The 56-byte encoding.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(FOOTER_BYTES);
+        self.metaindex.encode_to(&mut out);
+        self.index.encode_to(&mut out);
+        debug_assert!(out.len() <= FOOTER_HANDLES_BYTES);
+        out.resize(FOOTER_HANDLES_BYTES, 0);
+        put_fixed32(&mut out, self.format_version);
+        let crc = mask(crc32c(&out));
+        put_fixed32(&mut out, crc);
+        put_fixed64(&mut out, TABLE_MAGIC);
+        debug_assert_eq!(out.len(), FOOTER_BYTES);
+        out
+    }
+
+    /// Decodes and checks the footer stored at `offset` of `file`.
+    pub fn decode(bytes: &[u8], file: &str, offset: u64) -> Result<Footer> {
+        let corrupt = |what: String| Error::corruption(file, offset, what);
+        if bytes.len() != FOOTER_BYTES {
+            return Err(corrupt(format!(
+                "footer is {} bytes, expected {FOOTER_BYTES}",
+                bytes.len()
+            )));
+        }
+        let magic = decode_fixed64(&bytes[48..]).unwrap_or(0);
+        if magic != TABLE_MAGIC {
+            return Err(corrupt(format!(
+                "bad table magic number {magic:#018x}, expected {TABLE_MAGIC:#018x}: not a Strata table"
+            )));
+        }
+        let stored = unmask(decode_fixed32(&bytes[44..]).unwrap_or(0));
+        let actual = crc32c(&bytes[..44]);
+        if stored != actual {
+            return Err(corrupt(format!(
+                "footer checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"
+            )));
+        }
+        let format_version = decode_fixed32(&bytes[40..]).unwrap_or(0);
+        if format_version == 0 || format_version > FORMAT_VERSION {
+            return Err(corrupt(format!(
+                "format version {format_version}, this build reads 1..={FORMAT_VERSION}"
+            )));
+        }
+        let mut dec = Decoder::new(&bytes[..FOOTER_HANDLES_BYTES]);
+        let metaindex = BlockHandle::decode_from(&mut dec);
+        let index = BlockHandle::decode_from(&mut dec);
+        let (Some(metaindex), Some(index)) = (metaindex, index) else {
+            return Err(corrupt("footer block handles do not decode".into()));
+        };
+        if dec.remaining().iter().any(|&b| b != 0) {
+            return Err(corrupt("footer padding is not zero".into()));
+        }
+        Ok(Footer {
+            metaindex,
+            index,
+            format_version,
+        })
+    }
+}
+
+/// Appends `contents` and its trailer to `out`; `kind` is the compression
+/// already applied to `contents`.
+pub fn put_block_trailer(out: &mut Vec<u8>, contents: &[u8], kind: CompressionType) {
+    out.push(kind as u8);
+    let crc = crc32c_extend(crc32c(contents), &[kind as u8]);
+    put_fixed32(out, mask(crc));
+}
+
+/// Reads the block at `handle`, checks its checksum and decompresses it.
+pub fn read_block(
+    file: &dyn RandomAccessFile,
+    name: &Arc<str>,
+    handle: BlockHandle,
+) -> Result<Bytes> {
+    let corrupt = |what: String| Error::corruption(&**name, handle.offset, what);
+    if handle.size > BLOCK_SIZE_BYTES_MAX as u64 {
+        return Err(corrupt(format!(
+            "block size {} over the {BLOCK_SIZE_BYTES_MAX}-byte limit",
+            handle.size
+        )));
+    }
+    let file_size = file.size();
+    if handle.end_with_trailer() > file_size {
+        return Err(corrupt(format!(
+            "block of {} bytes plus trailer runs past the end of the {file_size}-byte file",
+            handle.size
+        )));
+    }
+    let n = handle.size as usize;
+    let mut buf = vec![0u8; n + BLOCK_TRAILER_BYTES];
+    file.read_exact_at(handle.offset, &mut buf)?;
+    let kind_byte = buf[n];
+    let stored = unmask(decode_fixed32(&buf[n + 1..]).unwrap_or(0));
+    let actual = crc32c(&buf[..n + 1]);
+    if stored != actual {
+        return Err(corrupt(format!(
+            "block checksum mismatch: stored {stored:#010x}, computed {actual:#010x} over {n} bytes"
+        )));
+    }
+    let Some(kind) = CompressionType::from_byte(kind_byte) else {
+        return Err(corrupt(format!("unknown compression type {kind_byte}")));
+    };
+    if kind == CompressionType::None {
+        buf.truncate(n);
+        return Ok(Bytes::from(buf));
+    }
+    Ok(Bytes::from(decompress_block(
+        kind,
+        &buf[..n],
+        name,
+        handle.offset,
+    )?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn footer_round_trip() {
+        let f = Footer {
+            metaindex: BlockHandle {
+                offset: 1 << 40,
+                size: 300,
+            },
+            index: BlockHandle {
+                offset: u64::MAX,
+                size: u64::MAX,
+            },
+            format_version: FORMAT_VERSION,
+        };
+        let bytes = f.encode();
+        assert_eq!(Footer::decode(&bytes, "t", 0).unwrap(), f);
+    }
+
+    #[test]
+    fn footer_rejects_bad_magic_version_and_crc() {
+        let f = Footer {
+            metaindex: BlockHandle::default(),
+            index: BlockHandle::default(),
+            format_version: 1,
+        };
+        let good = f.encode();
+        for at in 0..FOOTER_BYTES {
+            let mut bad = good.clone();
+            bad[at] ^= 0x10;
+            let err = Footer::decode(&bad, "t.sst", 99).unwrap_err();
+            assert!(
+                err.is_corruption() && err.to_string().contains("t.sst at offset 99"),
+                "{err}"
+            );
+        }
+        let err = Footer::decode(&good[1..], "t", 0).unwrap_err();
+        assert!(err.to_string().contains("expected 56"), "{err}");
+    }
+
+    proptest! {
+        #[test]
+        fn footer_decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
+            let _ = Footer::decode(&bytes, "fuzz", 0);
+        }
+
+        #[test]
+        fn handle_round_trip(offset in any::<u64>(), size in any::<u64>()) {
+            let h = BlockHandle { offset, size };
+            let mut buf = Vec::new();
+            h.encode_to(&mut buf);
+            prop_assert!(buf.len() <= BLOCK_HANDLE_BYTES_MAX);
+            let mut dec = Decoder::new(&buf);
+            prop_assert_eq!(BlockHandle::decode_from(&mut dec), Some(h));
+            prop_assert!(dec.is_empty());
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! The properties block: facts about a table recorded when it is written.
+//! Stored as an ordinary block of name → value entries in bytewise order.
+//! Integers are varint64, strings are raw bytes. Built-in names start with
+//! `strata.`; user properties are stored under `user.<name>`. The list of
+//! names is in `docs/format/table.md`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::BytewiseComparator;
+use crate::util::coding::{decode_varint64, put_varint64};
+
+use super::block::{Block, BlockBuilder};
+
+const USER_PREFIX: &str = "user.";
+
+/// Facts about one table file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TableProperties {
+    /// Entries (puts and deletions).
+    pub num_entries: u64,
+    /// Deletion entries.
+    pub num_deletions: u64,
+    /// Data blocks.
+    pub num_data_blocks: u64,
+    /// Sum of internal key lengths.
+    pub raw_key_size: u64,
+    /// Sum of value lengths.
+    pub raw_value_size: u64,
+    /// Bytes of data blocks on disk, trailers included.
+    pub data_size: u64,
+    /// Bytes of the index block on disk.
+    pub index_size: u64,
+    /// Bytes of the filter block on disk (0 without a filter).
+    pub filter_size: u64,
+    /// Smallest internal key (empty for an empty table).
+    pub smallest_key: Vec<u8>,
+    /// Largest internal key (empty for an empty table).
+    pub largest_key: Vec<u8>,
+    /// Table format version.
+    pub format_version: u32,
+    /// Compression name asked for (`none`, `snappy`, `lz4`, `zstd`).
+    pub compression: String,
+    /// Index kind (`binary_search`).
+    pub index_type: String,
+    /// Filter kind (`strata.bloom.v1` or empty without a filter).
+    pub filter_policy: String,
+    /// Bits per key used by the filter (0 without one), times 1000.
+    pub filter_millibits_per_key: u64,
+    /// Seconds since the Unix epoch when the table was written.
+    pub creation_time: u64,
+    /// Name of the user comparator that orders the keys.
+    pub comparator: String,
+    /// Properties supplied by the user.
+    pub user: BTreeMap<String, Vec<u8>>,
+}
+
+impl TableProperties {
+    /// Encodes the properties as block contents.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut entries: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+        let mut int = |name: &str, v: u64| {
+            let mut buf = Vec::new();
+            put_varint64(&mut buf, v);
+            entries.insert(format!("strata.{name}"), buf);
+        };
+        int("num.entries", self.num_entries);
+        int("num.deletions", self.num_deletions);
+        int("num.data.blocks", self.num_data_blocks);
+        int("raw.key.size", self.raw_key_size);
+        int("raw.value.size", self.raw_value_size);
+        int("data.size", self.data_size);
+        int("index.size", self.index_size);
+        int("filter.size", self.filter_size);
+        int("format.version", u64::from(self.format_version));
+        int("filter.millibits.per.key", self.filter_millibits_per_key);
+        int("creation.time", self.creation_time);
+        let mut raw = |name: &str, v: &[u8]| {
+            entries.insert(format!("strata.{name}"), v.to_vec());
+        };
+        raw("smallest.key", &self.smallest_key);
+        raw("largest.key", &self.largest_key);
+        raw("compression", self.compression.as_bytes());
+        raw("index.type", self.index_type.as_bytes());
+        raw("filter.policy", self.filter_policy.as_bytes());
+        raw("comparator", self.comparator.as_bytes());
+        for (k, v) in &self.user {
+            entries.insert(format!("{USER_PREFIX}{k}"), v.clone());
+        }
+        let mut b = BlockBuilder::new(1);
+        for (k, v) in &entries {
+            b.add(k.as_bytes(), v);
+        }
+        b.finish().to_vec()
+    }
+
+    /// Decodes a properties block. Unknown `strata.` names are ignored so
+    /// that newer writers stay readable.
+    pub fn decode(block: &Block) -> Result<TableProperties> {
+        let file = block.file().clone();
+        let offset = block.offset();
+        let corrupt =
+            |what: String| Error::corruption(&*file, offset, format!("properties block: {what}"));
+        let mut p = TableProperties::default();
+        let mut it = block.iter(Arc::new(BytewiseComparator));
+        it.seek_to_first();
+        while it.valid() {
+            let name = std::str::from_utf8(it.key())
+                .map_err(|_| corrupt("property name is not UTF-8".into()))?;
+            let value = it.value();
+            let int = || -> Result<u64> {
+                match decode_varint64(value) {
+                    Some((v, n)) if n == value.len() => Ok(v),
+                    _ => Err(corrupt(format!("{name} is not a varint64"))),
+                }
+            };
+            let text = || -> Result<String> {
+                String::from_utf8(value.to_vec())
+                    .map_err(|_| corrupt(format!("{name} is not UTF-8")))
+            };
+            match name {
+                "strata.num.entries" => p.num_entries = int()?,
+                "strata.num.deletions" => p.num_deletions = int()?,
+                "strata.num.data.blocks" => p.num_data_blocks = int()?,
+                "strata.raw.key.size" => p.raw_key_size = int()?,
+                "strata.raw.value.size" => p.raw_value_size = int()?,
+                "strata.data.size" => p.data_size = int()?,
+                "strata.index.size" => p.index_size = int()?,
+                "strata.filter.size" => p.filter_size = int()?,
+                "strata.format.version" => {
+                    p.format_version = u32::try_from(int()?)
+                        .map_err(|_| corrupt("format version over u32".into()))?
+                }
+                "strata.filter.millibits.per.key" => p.filter_millibits_per_key = int()?,
+                "strata.creation.time" => p.creation_time = int()?,
+                "strata.smallest.key" => p.smallest_key = value.to_vec(),
+                "strata.largest.key" => p.largest_key = value.to_vec(),
+                "strata.compression" => p.compression = text()?,
+                "strata.index.type" => p.index_type = text()?,
+                "strata.filter.policy" => p.filter_policy = text()?,
+                "strata.comparator" => p.comparator = text()?,
+                _ => {
+                    if let Some(user) = name.strip_prefix(USER_PREFIX) {
+                        p.user.insert(user.to_string(), value.to_vec());
+                    }
+                }
+            }
+            it.next();
+        }
+        it.status()?;
+        Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    #[test]
+    fn round_trip() {
+        let mut p = TableProperties {
+            num_entries: 10,
+            num_deletions: 2,
+            num_data_blocks: 3,
+            raw_key_size: 100,
+            raw_value_size: 1 << 40,
+            data_size: 5000,
+            index_size: 70,
+            filter_size: 69,
+            smallest_key: b"a\x00\x01".to_vec(),
+            largest_key: b"z\xff".to_vec(),
+            format_version: 1,
+            compression: "zstd".into(),
+            index_type: "binary_search".into(),
+            filter_policy: "strata.bloom.v1".into(),
+            filter_millibits_per_key: 10_000,
+            creation_time: 1_790_000_000,
+            comparator: "leveldb.BytewiseComparator".into(),
+            user: BTreeMap::new(),
+        };
+        p.user.insert("owner".into(), b"me".to_vec());
+        let block = Block::new(Bytes::from(p.encode()), Arc::from("t"), 0).unwrap();
+        assert_eq!(TableProperties::decode(&block).unwrap(), p);
+    }
+}

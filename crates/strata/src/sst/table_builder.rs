@@ -1,0 +1,278 @@
+//! Writes a table file from internal keys added in increasing order.
+//!
+//! Blocks are written in file order: data blocks as they fill, then the
+//! filter, index, properties and metaindex blocks and the footer on
+//! `finish`. Not thread-safe; one builder per output file.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::compression::{compress_block, CompressionType};
+use crate::env::WritableFile;
+use crate::error::{Error, Result};
+use crate::key::{parse_internal_key, Comparator, InternalKeyComparator, ValueKind};
+use crate::limits::{KEY_SIZE_BYTES_MAX, VALUE_SIZE_BYTES_MAX};
+
+use super::block::BlockBuilder;
+use super::filter::{filter_hash, BloomFilterBuilder};
+use super::format::{put_block_trailer, BlockHandle, Footer, BLOCK_TRAILER_BYTES, FORMAT_VERSION};
+use super::index::encode_index_value;
+use super::{TableOptions, TableProperties, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME};
+
+/// Builds one table file.
+pub struct TableBuilder {
+    opts: TableOptions,
+    icmp: InternalKeyComparator,
+    file: Box<dyn WritableFile>,
+    file_name: Arc<str>,
+    /// Bytes written so far.
+    offset: u64,
+    data_block: BlockBuilder,
+    index_block: BlockBuilder,
+    filter: Option<BloomFilterBuilder>,
+    last_key: Vec<u8>,
+    /// Handle of the last data block, whose index entry waits for the next
+    /// key so that the separator can be short.
+    pending_handle: Option<BlockHandle>,
+    props: TableProperties,
+    compressed: Vec<u8>,
+    scratch: Vec<u8>,
+    finished: bool,
+}
+
+impl std::fmt::Debug for TableBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableBuilder")
+            .field("file", &self.file_name)
+            .field("offset", &self.offset)
+            .field("num_entries", &self.props.num_entries)
+            .finish()
+    }
+}
+
+impl TableBuilder {
+    /// A builder writing to `file`, named `file_name` in errors.
+    pub fn new(
+        opts: TableOptions,
+        file: Box<dyn WritableFile>,
+        file_name: impl Into<Arc<str>>,
+    ) -> Result<TableBuilder> {
+        opts.validate()?;
+        let filter = (opts.bloom_bits_per_key > 0.0)
+            .then(|| BloomFilterBuilder::new(opts.bloom_bits_per_key));
+        let props = TableProperties {
+            format_version: FORMAT_VERSION,
+            compression: opts.compression.name().to_string(),
+            index_type: "binary_search".to_string(),
+            filter_policy: if filter.is_some() {
+                FILTER_BLOCK_NAME.to_string()
+            } else {
+                String::new()
+            },
+            filter_millibits_per_key: if filter.is_some() {
+                (opts.bloom_bits_per_key * 1000.0) as u64
+            } else {
+                0
+            },
+            comparator: opts.comparator.name().to_string(),
+            ..TableProperties::default()
+        };
+        Ok(TableBuilder {
+            icmp: InternalKeyComparator::new(opts.comparator.clone()),
+            data_block: BlockBuilder::new(opts.block_restart_interval),
+            index_block: BlockBuilder::new(opts.index_block_restart_interval),
+            opts,
+            file,
+            file_name: file_name.into(),
+            offset: 0,
+            filter,
+            last_key: Vec::new(),
+            pending_handle: None,
+            props,
+            compressed: Vec::new(),
+            scratch: Vec::new(),
+            finished: false,
+        })
+    }
+
+    /// Records a user property in the properties block.
+    pub fn add_user_property(&mut self, name: impl Into<String>, value: impl Into<Vec<u8>>) {
+        self.props.user.insert(name.into(), value.into());
+    }
+
+    /// Adds an entry. `ikey` must be a valid internal key greater than every
+    /// key added before.
+    pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        if self.finished {
+            return Err(Error::invalid_argument("TableBuilder::add after finish"));
+        }
+        let Some(parsed) = parse_internal_key(ikey) else {
+            return Err(Error::invalid_argument(
+                "TableBuilder::add: not an internal key",
+            ));
+        };
+        if parsed.user_key.len() > KEY_SIZE_BYTES_MAX || value.len() > VALUE_SIZE_BYTES_MAX {
+            return Err(Error::invalid_argument(format!(
+                "entry of {}-byte key and {}-byte value exceeds the limits ({KEY_SIZE_BYTES_MAX}, {VALUE_SIZE_BYTES_MAX})",
+                parsed.user_key.len(),
+                value.len()
+            )));
+        }
+        if self.props.num_entries > 0 && self.icmp.compare(&self.last_key, ikey) != Ordering::Less {
+            return Err(Error::invalid_argument(
+                "TableBuilder::add: keys out of order",
+            ));
+        }
+        if let Some(handle) = self.pending_handle.take() {
+            self.scratch.clear();
+            self.scratch.extend_from_slice(&self.last_key);
+            self.icmp.find_shortest_separator(&mut self.scratch, ikey);
+            self.add_index_entry(handle);
+        }
+        if let Some(filter) = &mut self.filter {
+            filter.add_hash(filter_hash(parsed.user_key));
+        }
+        if self.props.num_entries == 0 {
+            self.props.smallest_key = ikey.to_vec();
+        }
+        self.props.num_entries += 1;
+        if parsed.kind == ValueKind::Deletion {
+            self.props.num_deletions += 1;
+        }
+        self.props.raw_key_size += ikey.len() as u64;
+        self.props.raw_value_size += value.len() as u64;
+        self.last_key.clear();
+        self.last_key.extend_from_slice(ikey);
+        self.data_block.add(ikey, value);
+        if self.data_block.current_size_estimate() >= self.opts.block_size {
+            self.flush_data_block()?;
+        }
+        Ok(())
+    }
+
+    /// Adds the index entry for `handle` under the separator in `scratch`.
+    fn add_index_entry(&mut self, handle: BlockHandle) {
+        let mut value = Vec::with_capacity(16);
+        encode_index_value(&mut value, handle, &[]);
+        self.index_block.add(&self.scratch, &value);
+    }
+
+    fn flush_data_block(&mut self) -> Result<()> {
+        if self.data_block.is_empty() {
+            return Ok(());
+        }
+        debug_assert!(self.pending_handle.is_none());
+        let compression = self.opts.compression;
+        // Take the builder out so its bytes can be written while `self` is
+        // borrowed mutably; it goes back reset, keeping its allocations.
+        let mut block = std::mem::replace(&mut self.data_block, BlockBuilder::new(1));
+        let handle = self.write_block(block.finish(), compression);
+        block.reset();
+        self.data_block = block;
+        let handle = handle?;
+        self.props.num_data_blocks += 1;
+        self.props.data_size += handle.size + BLOCK_TRAILER_BYTES as u64;
+        self.pending_handle = Some(handle);
+        Ok(())
+    }
+
+    /// Compresses (if asked and worth it) and appends a block with its trailer.
+    fn write_block(&mut self, raw: &[u8], compression: CompressionType) -> Result<BlockHandle> {
+        let used = compress_block(compression, raw, &mut self.compressed);
+        let contents: &[u8] = if used == CompressionType::None {
+            raw
+        } else {
+            &self.compressed
+        };
+        let handle = BlockHandle {
+            offset: self.offset,
+            size: contents.len() as u64,
+        };
+        let mut trailer = Vec::with_capacity(BLOCK_TRAILER_BYTES);
+        put_block_trailer(&mut trailer, contents, used);
+        self.file.append(contents)?;
+        self.file.append(&trailer)?;
+        self.offset += (contents.len() + BLOCK_TRAILER_BYTES) as u64;
+        Ok(handle)
+    }
+
+    /// Writes the remaining blocks and the footer and flushes the file (the
+    /// caller syncs it). Returns the table's properties.
+    pub fn finish(&mut self) -> Result<TableProperties> {
+        if self.finished {
+            return Err(Error::invalid_argument("TableBuilder::finish called twice"));
+        }
+        self.finished = true;
+        self.flush_data_block()?;
+        if let Some(handle) = self.pending_handle.take() {
+            self.scratch.clear();
+            self.scratch.extend_from_slice(&self.last_key);
+            self.icmp.find_short_successor(&mut self.scratch);
+            self.add_index_entry(handle);
+        }
+        let mut meta: Vec<(&str, BlockHandle)> = Vec::new();
+        if let Some(mut filter) = self.filter.take() {
+            let bytes = filter.finish();
+            let handle = self.write_block(&bytes, CompressionType::None)?;
+            self.props.filter_size = handle.size + BLOCK_TRAILER_BYTES as u64;
+            meta.push((FILTER_BLOCK_NAME, handle));
+        }
+        let mut index = std::mem::replace(&mut self.index_block, BlockBuilder::new(1));
+        let index_handle = self.write_block(index.finish(), CompressionType::None)?;
+        self.props.index_size = index_handle.size + BLOCK_TRAILER_BYTES as u64;
+        self.props.largest_key = self.last_key.clone();
+        self.props.creation_time = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let props = self.props.encode();
+        let props_handle = self.write_block(&props, CompressionType::None)?;
+        meta.push((PROPERTIES_BLOCK_NAME, props_handle));
+        meta.sort_by(|a, b| a.0.cmp(b.0));
+        let mut metaindex = BlockBuilder::new(1);
+        for (name, handle) in meta {
+            let mut value = Vec::new();
+            handle.encode_to(&mut value);
+            metaindex.add(name.as_bytes(), &value);
+        }
+        let metaindex_handle = self.write_block(metaindex.finish(), CompressionType::None)?;
+        let footer = Footer {
+            metaindex: metaindex_handle,
+            index: index_handle,
+            format_version: FORMAT_VERSION,
+        }
+        .encode();
+        self.file.append(&footer)?;
+        self.offset += footer.len() as u64;
+        self.file.flush()?;
+        debug_assert_eq!(self.offset, self.file.size());
+        Ok(self.props.clone())
+    }
+
+    /// Syncs the file to stable storage (call after `finish`).
+    pub fn sync(&mut self) -> Result<()> {
+        self.file.sync()
+    }
+
+    /// Entries added so far.
+    pub fn num_entries(&self) -> u64 {
+        self.props.num_entries
+    }
+
+    /// Bytes written so far plus the data block being filled: what the file
+    /// would hold if finished now, minus the metadata blocks.
+    pub fn estimated_file_size(&self) -> u64 {
+        let pending = if self.data_block.is_empty() {
+            0
+        } else {
+            self.data_block.current_size_estimate()
+        };
+        self.offset + pending as u64
+    }
+
+    /// Bytes written to the file so far.
+    pub fn file_size(&self) -> u64 {
+        self.offset
+    }
+}

@@ -1,0 +1,203 @@
+//! A two-level iterator over a table: the index block chooses the data
+//! block, a block iterator walks it. A block that fails its checksum stops
+//! the iteration with a Corruption status; it is never skipped, since
+//! skipping would silently hide entries.
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::iter::InternalIterator;
+
+use super::block::BlockIter;
+use super::format::BlockHandle;
+use super::TableReader;
+
+/// Iterates over every entry of a table in internal-key order.
+pub struct TableIterator {
+    table: Arc<TableReader>,
+    index: BlockIter,
+    data: Option<BlockIter>,
+    data_handle: Option<BlockHandle>,
+    status: Result<()>,
+}
+
+impl std::fmt::Debug for TableIterator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableIterator")
+            .field("table", &self.table.name())
+            .field("block", &self.data_handle)
+            .finish()
+    }
+}
+
+impl TableIterator {
+    pub(super) fn new(table: Arc<TableReader>) -> TableIterator {
+        let index = table.index_iter();
+        TableIterator {
+            table,
+            index,
+            data: None,
+            data_handle: None,
+            status: Ok(()),
+        }
+    }
+
+    /// Loads the data block the index iterator points at.
+    fn init_data_block(&mut self) {
+        if !self.index.valid() {
+            self.data = None;
+            self.data_handle = None;
+            return;
+        }
+        let handle = match self
+            .table
+            .decode_index_value(self.index.value(), self.table.footer().index.offset)
+        {
+            Ok(v) => v.handle,
+            Err(e) => return self.fail(e),
+        };
+        if self.data.is_some() && self.data_handle == Some(handle) {
+            return;
+        }
+        match self.table.read_data_block(handle) {
+            Ok(block) => {
+                self.data = Some(block.iter(self.table.internal_comparator().clone()));
+                self.data_handle = Some(handle);
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn fail(&mut self, e: crate::Error) {
+        if self.status.is_ok() {
+            self.status = Err(e);
+        }
+        self.data = None;
+        self.data_handle = None;
+    }
+
+    /// True when the data iterator stopped because of an error; records it.
+    fn data_failed(&mut self) -> bool {
+        if let Some(d) = &self.data {
+            if let Err(e) = d.status() {
+                self.fail(e);
+                return true;
+            }
+        }
+        self.status.is_err()
+    }
+
+    fn skip_empty_forward(&mut self) {
+        while !self.data.as_ref().is_some_and(|d| d.valid()) {
+            if self.data_failed() || !self.index.valid() {
+                self.data = None;
+                return;
+            }
+            self.index.next();
+            self.init_data_block();
+            if let Some(d) = &mut self.data {
+                d.seek_to_first();
+            }
+        }
+    }
+
+    fn skip_empty_backward(&mut self) {
+        while !self.data.as_ref().is_some_and(|d| d.valid()) {
+            if self.data_failed() || !self.index.valid() {
+                self.data = None;
+                return;
+            }
+            self.index.prev();
+            self.init_data_block();
+            if let Some(d) = &mut self.data {
+                d.seek_to_last();
+            }
+        }
+    }
+
+    fn current(&self) -> &BlockIter {
+        self.data
+            .as_ref()
+            .expect("key/value called on an invalid TableIterator")
+    }
+}
+
+impl InternalIterator for TableIterator {
+    fn valid(&self) -> bool {
+        self.status.is_ok() && self.data.as_ref().is_some_and(|d| d.valid())
+    }
+
+    fn seek_to_first(&mut self) {
+        self.index.seek_to_first();
+        self.init_data_block();
+        if let Some(d) = &mut self.data {
+            d.seek_to_first();
+        }
+        self.skip_empty_forward();
+    }
+
+    fn seek_to_last(&mut self) {
+        self.index.seek_to_last();
+        self.init_data_block();
+        if let Some(d) = &mut self.data {
+            d.seek_to_last();
+        }
+        self.skip_empty_backward();
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        self.index.seek(target);
+        self.init_data_block();
+        if let Some(d) = &mut self.data {
+            d.seek(target);
+        }
+        self.skip_empty_forward();
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        self.seek(target);
+        if self.status.is_err() || self.index.status().is_err() {
+            return;
+        }
+        if !self.valid() {
+            self.seek_to_last();
+        }
+        let cmp = self.table.internal_comparator().clone();
+        while self.valid() && cmp.compare(self.key(), target) == std::cmp::Ordering::Greater {
+            self.prev();
+        }
+    }
+
+    fn next(&mut self) {
+        debug_assert!(self.valid());
+        if let Some(d) = &mut self.data {
+            d.next();
+        }
+        self.skip_empty_forward();
+    }
+
+    fn prev(&mut self) {
+        debug_assert!(self.valid());
+        if let Some(d) = &mut self.data {
+            d.prev();
+        }
+        self.skip_empty_backward();
+    }
+
+    fn key(&self) -> &[u8] {
+        self.current().key()
+    }
+
+    fn value(&self) -> &[u8] {
+        self.current().value()
+    }
+
+    fn status(&self) -> Result<()> {
+        self.status.clone()?;
+        self.index.status()?;
+        match &self.data {
+            Some(d) => d.status(),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! Opens a table file and answers point lookups. Open reads the footer, the
+//! metaindex, the index, the filter and the properties; data blocks are read
+//! (and their checksums verified) on each access.
+//!
+//! A `TableReader` is immutable after open and safe to share across threads.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::env::RandomAccessFile;
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::{
+    extract_user_key, parse_internal_key, BytewiseComparator, Comparator, InternalKeyComparator,
+    SequenceNumber, ValueKind,
+};
+use crate::util::coding::Decoder;
+
+use super::block::Block;
+use super::filter::BloomFilter;
+use super::format::{read_block, BlockHandle, Footer, FOOTER_BYTES};
+use super::index::IndexValue;
+use super::{TableIterator, TableProperties, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME};
+
+/// The newest entry for a user key at or below a lookup's sequence number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableEntry {
+    /// Sequence number of the entry.
+    pub sequence: SequenceNumber,
+    /// Value or deletion.
+    pub kind: ValueKind,
+    /// The value, a slice of the block it was read from (no copy).
+    pub value: Bytes,
+}
+
+/// An open table file.
+pub struct TableReader {
+    file: Arc<dyn RandomAccessFile>,
+    name: Arc<str>,
+    icmp: Arc<dyn Comparator>,
+    user_cmp: Arc<dyn Comparator>,
+    footer: Footer,
+    index: Block,
+    filter: Option<BloomFilter>,
+    props: TableProperties,
+}
+
+impl std::fmt::Debug for TableReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableReader")
+            .field("file", &self.name)
+            .field("size", &self.file.size())
+            .field("num_entries", &self.props.num_entries)
+            .finish()
+    }
+}
+
+impl TableReader {
+    /// Opens the table in `file` (named `name` in errors), whose keys are
+    /// ordered by `comparator`.
+    pub fn open(
+        file: Arc<dyn RandomAccessFile>,
+        name: impl Into<Arc<str>>,
+        comparator: Arc<dyn Comparator>,
+    ) -> Result<TableReader> {
+        let name: Arc<str> = name.into();
+        let size = file.size();
+        if size < FOOTER_BYTES as u64 {
+            return Err(Error::corruption(
+                &*name,
+                0,
+                format!("file of {size} bytes is too short to be a table (footer is {FOOTER_BYTES} bytes)"),
+            ));
+        }
+        let footer_offset = size - FOOTER_BYTES as u64;
+        let mut buf = [0u8; FOOTER_BYTES];
+        file.read_exact_at(footer_offset, &mut buf)?;
+        let footer = Footer::decode(&buf, &name, footer_offset)?;
+
+        let metaindex = Block::new(
+            read_block(&*file, &name, footer.metaindex)?,
+            name.clone(),
+            footer.metaindex.offset,
+        )?;
+        let mut props_handle = None;
+        let mut filter_handle = None;
+        let mut it = metaindex.iter(Arc::new(BytewiseComparator));
+        it.seek_to_first();
+        while it.valid() {
+            let mut dec = Decoder::new(it.value());
+            let handle = BlockHandle::decode_from(&mut dec)
+                .filter(|_| dec.is_empty())
+                .ok_or_else(|| {
+                    Error::corruption(
+                        &*name,
+                        footer.metaindex.offset,
+                        "metaindex entry holds a malformed block handle",
+                    )
+                })?;
+            match it.key() {
+                k if k == PROPERTIES_BLOCK_NAME.as_bytes() => props_handle = Some(handle),
+                k if k == FILTER_BLOCK_NAME.as_bytes() => filter_handle = Some(handle),
+                _ => {}
+            }
+            it.next();
+        }
+        it.status()?;
+        let Some(props_handle) = props_handle else {
+            return Err(Error::corruption(
+                &*name,
+                footer.metaindex.offset,
+                "metaindex has no properties block",
+            ));
+        };
+        let props_block = Block::new(
+            read_block(&*file, &name, props_handle)?,
+            name.clone(),
+            props_handle.offset,
+        )?;
+        let props = TableProperties::decode(&props_block)?;
+        if props.comparator != comparator.name() {
+            return Err(Error::invalid_argument(format!(
+                "{name}: table was written with comparator {:?}, opened with {:?}",
+                props.comparator,
+                comparator.name()
+            )));
+        }
+        let filter = match filter_handle {
+            Some(h) => Some(BloomFilter::new(
+                read_block(&*file, &name, h)?,
+                &name,
+                h.offset,
+            )?),
+            None => None,
+        };
+        let index = Block::new(
+            read_block(&*file, &name, footer.index)?,
+            name.clone(),
+            footer.index.offset,
+        )?;
+        Ok(TableReader {
+            file,
+            name,
+            icmp: Arc::new(InternalKeyComparator::new(comparator.clone())),
+            user_cmp: comparator,
+            footer,
+            index,
+            filter,
+            props,
+        })
+    }
+
+    /// The table's properties.
+    pub fn properties(&self) -> &TableProperties {
+        &self.props
+    }
+
+    /// The file name used in errors.
+    pub fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    /// The table's footer.
+    pub fn footer(&self) -> &Footer {
+        &self.footer
+    }
+
+    /// The internal-key comparator ordering the table.
+    pub fn internal_comparator(&self) -> &Arc<dyn Comparator> {
+        &self.icmp
+    }
+
+    /// False when the filter proves that no key with this hash
+    /// ([`super::filter::filter_hash`] of the user key) is in the table.
+    pub fn may_contain_hash(&self, hash: u64) -> bool {
+        self.filter
+            .as_ref()
+            .is_none_or(|f| f.may_contain_hash(hash))
+    }
+
+    /// Hints the CPU to load the filter line for `hash`.
+    pub fn prefetch_filter(&self, hash: u64) {
+        if let Some(f) = &self.filter {
+            f.prefetch(hash);
+        }
+    }
+
+    /// Reads and checks the data block at `handle`.
+    pub(crate) fn read_data_block(&self, handle: BlockHandle) -> Result<Block> {
+        Block::new(
+            read_block(&*self.file, &self.name, handle)?,
+            self.name.clone(),
+            handle.offset,
+        )
+    }
+
+    pub(crate) fn index_iter(&self) -> super::block::BlockIter {
+        self.index.iter(self.icmp.clone())
+    }
+
+    pub(crate) fn decode_index_value<'a>(
+        &self,
+        value: &'a [u8],
+        index_offset: u64,
+    ) -> Result<IndexValue<'a>> {
+        IndexValue::decode(value).ok_or_else(|| {
+            Error::corruption(
+                &*self.name,
+                index_offset,
+                "index entry holds a malformed block handle",
+            )
+        })
+    }
+
+    /// Looks up the first entry at or after the internal key `lookup`
+    /// (user key + the reader's sequence number, kind `FOR_SEEK`) and returns
+    /// it if it has the same user key. `hash` is the user key's filter hash.
+    pub fn get(&self, lookup: &[u8], hash: u64) -> Result<Option<TableEntry>> {
+        if !self.may_contain_hash(hash) {
+            return Ok(None);
+        }
+        let user_key = extract_user_key(lookup);
+        let mut index = self.index_iter();
+        index.seek(lookup);
+        // The separator of a block is < the first key of the next block, so
+        // the answer is almost always in the first block; the loop covers
+        // comparators whose separators are not that tight.
+        while index.valid() {
+            let handle = self
+                .decode_index_value(index.value(), self.footer.index.offset)?
+                .handle;
+            let block = self.read_data_block(handle)?;
+            let mut it = block.iter(self.icmp.clone());
+            it.seek(lookup);
+            if it.valid() {
+                let Some(parsed) = parse_internal_key(it.key()) else {
+                    return Err(Error::corruption(
+                        &*self.name,
+                        handle.offset,
+                        "data block holds a malformed internal key",
+                    ));
+                };
+                if self.user_cmp.compare(parsed.user_key, user_key) != Ordering::Equal {
+                    return Ok(None);
+                }
+                return Ok(Some(TableEntry {
+                    sequence: parsed.sequence,
+                    kind: parsed.kind,
+                    value: it.value_bytes(),
+                }));
+            }
+            it.status()?;
+            index.next();
+        }
+        index.status()?;
+        Ok(None)
+    }
+
+    /// An iterator over the whole table.
+    pub fn iter(self: &Arc<Self>) -> TableIterator {
+        TableIterator::new(self.clone())
+    }
+
+    /// Approximate file offset where the data for `ikey` begins (the size of
+    /// the data section if `ikey` is past the last key).
+    pub fn approximate_offset_of(&self, ikey: &[u8]) -> u64 {
+        let mut index = self.index_iter();
+        index.seek(ikey);
+        if index.valid() {
+            if let Some(v) = IndexValue::decode(index.value()) {
+                return v.handle.offset;
+            }
+        }
+        self.props.data_size
+    }
+}

@@ -1,0 +1,29 @@
+//! What the log reader does when a log is torn or corrupt.
+
+/// How [`LogReader`](super::LogReader) treats a torn or corrupt log; the
+/// names and meanings follow RocksDB's `WALRecoveryMode`.
+///
+/// A *tail* problem is one after which no fragment that starts a record
+/// (Full or First) with a valid checksum follows: what a crash in the middle
+/// of a write leaves behind (a truncated header or payload, a bad checksum in
+/// the last fragments, or a record whose last fragments never arrived).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WalRecoveryMode {
+    /// Drop an incomplete or corrupt record at the tail silently; any other
+    /// corruption is an error. The default: what a crash can leave behind is
+    /// expected, damage in the middle of the log is not.
+    #[default]
+    TolerateCorruptedTailRecords,
+    /// Any corruption or incomplete record is an error, a torn tail included.
+    /// For logs that were closed cleanly.
+    AbsoluteConsistency,
+    /// Stop at the first corruption or incomplete record and return what was
+    /// read before it, without an error: recover to a consistent point in
+    /// time.
+    PointInTimeRecovery,
+    /// Skip every corrupt region, count its bytes in
+    /// [`LogReader::dropped_bytes`](super::LogReader::dropped_bytes), and
+    /// continue with the next valid record. Salvage, not recovery: records
+    /// after a hole are returned.
+    SkipAnyCorruptedRecords,
+}
