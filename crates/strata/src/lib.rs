@@ -19,7 +19,13 @@ pub mod util;
 pub mod version;
 pub mod wal;
 
+pub use db::{
+    BlockBasedOptions, Cache, DBCompressionType, DBIterator, DBPinnableSlice, DBRawIterator,
+    DBRecoveryMode, Direction, IteratorMode, Options, ReadOptions, Snapshot, WriteBatch,
+    WriteOptions, DB,
+};
 pub use error::{Error, Result};
+pub use key::{BytewiseComparator, Comparator, ReverseBytewiseComparator};
 
 /// The README's example, compiled and run as a doctest.
 #[cfg(doctest)]

@@ -1,1 +1,21 @@
-//! (in progress)
+//! Caches: a sharded LRU cache bounded by total charge, and the block cache
+//! built on it.
+//!
+//! See [`LruCache`] for the design: hashing picks one of up to 64 (by
+//! default) independently locked shards, each an O(1) LRU list in a `Vec`
+//! slab. Lookups hand out clones (cheap, reference counted for blocks), so
+//! entries need no pinning; clones still in use are not counted against the
+//! capacity.
+
+mod block_cache;
+mod lru_cache;
+mod lru_list;
+mod lru_shard;
+
+pub use block_cache::{block_charge, BlockCache, BlockCacheKey, BLOCK_CACHE_ENTRY_OVERHEAD_BYTES};
+pub use lru_cache::{
+    default_shard_bits, LruCache, DEFAULT_SHARD_BITS_MAX, MIN_SHARD_CAPACITY_BYTES, SHARD_BITS_MAX,
+};
+
+#[cfg(test)]
+mod tests;

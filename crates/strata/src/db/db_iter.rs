@@ -1,1 +1,731 @@
-//! (in progress)
+//! The user-facing iterator: turns the internal entries of a merged view
+//! (memtables and tables, several versions per user key) into the user keys
+//! and values visible at one sequence number, as LevelDB's `db/db_iter.cc`.
+//!
+//! Invariants, per direction (as in LevelDB):
+//! - Forward: the inner iterator is at the entry that yields the current
+//!   user key and value; `saved_key` is scratch (the key being skipped).
+//! - Reverse: the inner iterator is just before every entry of the current
+//!   user key (at the last entry of a smaller key, or invalid), and the
+//!   current key and value are copied into `saved_key` and `saved_value`.
+//!
+//! Bounds are those of RocksDB's `iterate_lower_bound` (inclusive) and
+//! `iterate_upper_bound` (exclusive): seeks clamp to them and iteration
+//! stops at them.
+//!
+//! Errors: a malformed internal key stops the iterator with a Corruption
+//! status; an error of the inner iterator stops it too and is reported by
+//! [`DBIter::status`]. Not thread-safe: one owner moves it.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::{
+    extract_user_key, parse_internal_key, Comparator, ParsedInternalKey, SequenceNumber, ValueKind,
+    MAX_SEQUENCE_NUMBER,
+};
+use crate::util::coding::put_fixed64;
+
+/// A saved value buffer larger than this (beyond the value it holds) is
+/// released rather than kept, so one huge value does not pin its memory.
+const SAVED_VALUE_SLACK_BYTES_MAX: usize = 1 << 20;
+
+/// Longest key prefix quoted in a corruption message.
+const QUOTED_KEY_BYTES_MAX: usize = 32;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Forward,
+    Reverse,
+}
+
+/// Iterates over the user keys and values visible at one sequence number,
+/// within optional bounds: the newest visible version of each user key, with
+/// deleted keys left out. Moves both ways.
+pub struct DBIter {
+    inner: Box<dyn InternalIterator>,
+    user_cmp: Arc<dyn Comparator>,
+    sequence: SequenceNumber,
+    lower_bound: Option<Vec<u8>>,
+    upper_bound: Option<Vec<u8>>,
+    direction: Direction,
+    valid: bool,
+    saved_key: Vec<u8>,
+    saved_value: Vec<u8>,
+    /// Scratch buffer for the internal keys built by seeks.
+    seek_key: Vec<u8>,
+    status: Result<()>,
+}
+
+impl fmt::Debug for DBIter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DBIter")
+            .field("comparator", &self.user_cmp.name())
+            .field("sequence", &self.sequence)
+            .field(
+                "lower_bound",
+                &self.lower_bound.as_deref().map(<[u8]>::escape_ascii),
+            )
+            .field(
+                "upper_bound",
+                &self.upper_bound.as_deref().map(<[u8]>::escape_ascii),
+            )
+            .field("direction", &self.direction)
+            .field("valid", &self.valid)
+            .field("status", &self.status)
+            .finish()
+    }
+}
+
+/// Writes into `dst` the internal key (`user_key`, `seq`, `kind`).
+fn build_internal_key(dst: &mut Vec<u8>, user_key: &[u8], seq: SequenceNumber, kind: ValueKind) {
+    dst.clear();
+    dst.extend_from_slice(user_key);
+    put_fixed64(dst, crate::key::pack_trailer(seq, kind));
+}
+
+fn parse(ikey: &[u8]) -> Result<ParsedInternalKey<'_>> {
+    parse_internal_key(ikey).ok_or_else(|| {
+        let shown = &ikey[..ikey.len().min(QUOTED_KEY_BYTES_MAX)];
+        Error::corruption(
+            "(db iterator)",
+            0,
+            format!(
+                "malformed internal key of {} bytes: \"{}\"",
+                ikey.len(),
+                shown.escape_ascii()
+            ),
+        )
+    })
+}
+
+/// True if `user_key` is at or past the exclusive upper bound.
+fn past_upper(cmp: &dyn Comparator, upper: Option<&[u8]>, user_key: &[u8]) -> bool {
+    upper.is_some_and(|u| cmp.compare(user_key, u) != Ordering::Less)
+}
+
+/// True if `user_key` is below the inclusive lower bound.
+fn below_lower(cmp: &dyn Comparator, lower: Option<&[u8]>, user_key: &[u8]) -> bool {
+    lower.is_some_and(|l| cmp.compare(user_key, l) == Ordering::Less)
+}
+
+impl DBIter {
+    /// Wraps `inner`, an iterator over internal keys in internal-key order
+    /// (by `user_cmp`, newest first). Shows what was visible at `sequence`,
+    /// limited to `lower_bound <= key < upper_bound`. Starts unpositioned.
+    pub fn new(
+        inner: Box<dyn InternalIterator>,
+        user_cmp: Arc<dyn Comparator>,
+        sequence: SequenceNumber,
+        lower_bound: Option<Vec<u8>>,
+        upper_bound: Option<Vec<u8>>,
+    ) -> Self {
+        assert!(
+            sequence <= MAX_SEQUENCE_NUMBER,
+            "sequence {sequence} exceeds 56 bits"
+        );
+        DBIter {
+            inner,
+            user_cmp,
+            sequence,
+            lower_bound,
+            upper_bound,
+            direction: Direction::Forward,
+            valid: false,
+            saved_key: Vec::new(),
+            saved_value: Vec::new(),
+            seek_key: Vec::new(),
+            status: Ok(()),
+        }
+    }
+
+    /// True while positioned at a visible entry.
+    pub fn valid(&self) -> bool {
+        self.valid
+    }
+
+    /// The current user key. Panics if not [`DBIter::valid`].
+    pub fn key(&self) -> &[u8] {
+        assert!(self.valid, "DBIter::key while invalid");
+        match self.direction {
+            Direction::Forward => extract_user_key(self.inner.key()),
+            Direction::Reverse => &self.saved_key,
+        }
+    }
+
+    /// The current value. Panics if not [`DBIter::valid`].
+    pub fn value(&self) -> &[u8] {
+        assert!(self.valid, "DBIter::value while invalid");
+        match self.direction {
+            Direction::Forward => self.inner.value(),
+            Direction::Reverse => &self.saved_value,
+        }
+    }
+
+    /// The first error met (a malformed key, or the inner iterator's error).
+    pub fn status(&self) -> Result<()> {
+        self.status.clone()?;
+        self.inner.status()
+    }
+
+    /// Positions at the first visible key (at or after the lower bound).
+    pub fn seek_to_first(&mut self) {
+        self.start(Direction::Forward);
+        match &self.lower_bound {
+            Some(lower) => {
+                build_internal_key(
+                    &mut self.seek_key,
+                    lower,
+                    self.sequence,
+                    ValueKind::FOR_SEEK,
+                );
+                self.inner.seek(&self.seek_key);
+            }
+            None => self.inner.seek_to_first(),
+        }
+        self.find_next_user_entry(false);
+    }
+
+    /// Positions at the last visible key (before the upper bound).
+    pub fn seek_to_last(&mut self) {
+        self.start(Direction::Reverse);
+        match &self.upper_bound {
+            Some(upper) => {
+                // The first internal key of `upper`: what precedes it is < upper.
+                build_internal_key(
+                    &mut self.seek_key,
+                    upper,
+                    MAX_SEQUENCE_NUMBER,
+                    ValueKind::FOR_SEEK,
+                );
+                self.inner.seek_for_prev(&self.seek_key);
+            }
+            None => self.inner.seek_to_last(),
+        }
+        self.find_prev_user_entry();
+    }
+
+    /// Positions at the first visible key >= `target` (and >= the lower bound).
+    pub fn seek(&mut self, target: &[u8]) {
+        self.start(Direction::Forward);
+        let target = match &self.lower_bound {
+            Some(lower) if below_lower(self.user_cmp.as_ref(), Some(lower), target) => {
+                lower.as_slice()
+            }
+            _ => target,
+        };
+        // Entries of `target` newer than the snapshot sort before this key.
+        build_internal_key(
+            &mut self.seek_key,
+            target,
+            self.sequence,
+            ValueKind::FOR_SEEK,
+        );
+        self.inner.seek(&self.seek_key);
+        self.find_next_user_entry(false);
+    }
+
+    /// Positions at the last visible key <= `target` (and < the upper bound).
+    pub fn seek_for_prev(&mut self, target: &[u8]) {
+        if past_upper(self.user_cmp.as_ref(), self.upper_bound.as_deref(), target) {
+            return self.seek_to_last();
+        }
+        self.start(Direction::Reverse);
+        // The last internal key of `target`: sequence 0 and the smallest kind.
+        build_internal_key(&mut self.seek_key, target, 0, ValueKind::Deletion);
+        self.inner.seek_for_prev(&self.seek_key);
+        self.find_prev_user_entry();
+    }
+
+    /// Moves to the next visible key. Panics if not [`DBIter::valid`].
+    pub fn next(&mut self) {
+        assert!(self.valid, "DBIter::next while invalid");
+        if self.direction == Direction::Reverse {
+            // The inner iterator is just before the entries of `saved_key`:
+            // step into them and skip them below.
+            self.direction = Direction::Forward;
+            if self.inner.valid() {
+                self.inner.next();
+            } else if let Some(lower) = &self.lower_bound {
+                build_internal_key(
+                    &mut self.seek_key,
+                    lower,
+                    self.sequence,
+                    ValueKind::FOR_SEEK,
+                );
+                self.inner.seek(&self.seek_key);
+            } else {
+                self.inner.seek_to_first();
+            }
+        } else {
+            self.saved_key.clear();
+            self.saved_key
+                .extend_from_slice(extract_user_key(self.inner.key()));
+            self.inner.next();
+        }
+        self.find_next_user_entry(true);
+    }
+
+    /// Moves to the previous visible key. Panics if not [`DBIter::valid`].
+    pub fn prev(&mut self) {
+        assert!(self.valid, "DBIter::prev while invalid");
+        if self.direction == Direction::Forward {
+            // The inner iterator is at the current entry: step back past
+            // every entry of the current user key.
+            self.saved_key.clear();
+            self.saved_key
+                .extend_from_slice(extract_user_key(self.inner.key()));
+            loop {
+                self.inner.prev();
+                if !self.inner.valid() {
+                    return self.stop();
+                }
+                let ikey = match parse(self.inner.key()) {
+                    Ok(ikey) => ikey,
+                    Err(e) => return self.fail(e),
+                };
+                if self.user_cmp.compare(ikey.user_key, &self.saved_key) == Ordering::Less {
+                    break;
+                }
+            }
+            self.direction = Direction::Reverse;
+        }
+        self.find_prev_user_entry();
+    }
+
+    /// Resets the state before a seek.
+    fn start(&mut self, direction: Direction) {
+        self.direction = direction;
+        self.valid = false;
+        self.saved_key.clear();
+        self.clear_saved_value();
+    }
+
+    fn clear_saved_value(&mut self) {
+        if self.saved_value.capacity() > SAVED_VALUE_SLACK_BYTES_MAX {
+            self.saved_value = Vec::new();
+        } else {
+            self.saved_value.clear();
+        }
+    }
+
+    /// Becomes invalid at the end of the entries, or after an inner error.
+    fn stop(&mut self) {
+        self.valid = false;
+        self.direction = Direction::Forward;
+        self.saved_key.clear();
+        self.clear_saved_value();
+    }
+
+    /// Becomes invalid because of `e`, keeping the first error.
+    fn fail(&mut self, e: Error) {
+        if self.status.is_ok() {
+            self.status = Err(e);
+        }
+        self.stop();
+    }
+
+    /// Forward: from the inner position, finds the first visible value. If
+    /// `skipping`, entries with user keys <= `saved_key` are hidden.
+    fn find_next_user_entry(&mut self, mut skipping: bool) {
+        debug_assert_eq!(self.direction, Direction::Forward);
+        // Bounded by the inner iterator's entries: each turn moves forward.
+        while self.inner.valid() {
+            let ikey = match parse(self.inner.key()) {
+                Ok(ikey) => ikey,
+                Err(e) => return self.fail(e),
+            };
+            let cmp = self.user_cmp.as_ref();
+            if past_upper(cmp, self.upper_bound.as_deref(), ikey.user_key) {
+                break;
+            }
+            if ikey.sequence <= self.sequence {
+                match ikey.kind {
+                    ValueKind::Deletion => {
+                        // Hides every older entry of this user key.
+                        self.saved_key.clear();
+                        self.saved_key.extend_from_slice(ikey.user_key);
+                        skipping = true;
+                    }
+                    ValueKind::Value => {
+                        let hidden = skipping
+                            && cmp.compare(ikey.user_key, &self.saved_key) != Ordering::Greater;
+                        if !hidden {
+                            self.valid = true;
+                            self.saved_key.clear();
+                            return;
+                        }
+                    }
+                }
+            }
+            self.inner.next();
+        }
+        self.stop();
+    }
+
+    /// Reverse: from the inner position (the last entry of the candidate
+    /// key), walks back over that key's entries, oldest to newest, keeping
+    /// the newest visible one; a value yields that key, a deletion moves on
+    /// to the previous key. Stops just before the yielded key's entries.
+    fn find_prev_user_entry(&mut self) {
+        debug_assert_eq!(self.direction, Direction::Reverse);
+        let mut kind = ValueKind::Deletion;
+        // Bounded by the inner iterator's entries: each turn moves backward.
+        while self.inner.valid() {
+            let ikey = match parse(self.inner.key()) {
+                Ok(ikey) => ikey,
+                Err(e) => return self.fail(e),
+            };
+            let cmp = self.user_cmp.as_ref();
+            if below_lower(cmp, self.lower_bound.as_deref(), ikey.user_key) {
+                break;
+            }
+            let visible = ikey.sequence <= self.sequence
+                && !past_upper(cmp, self.upper_bound.as_deref(), ikey.user_key);
+            if visible {
+                if kind != ValueKind::Deletion
+                    && cmp.compare(ikey.user_key, &self.saved_key) == Ordering::Less
+                {
+                    // A value was found for a larger key: yield it.
+                    break;
+                }
+                kind = ikey.kind;
+                match kind {
+                    ValueKind::Deletion => {
+                        self.saved_key.clear();
+                        self.clear_saved_value();
+                    }
+                    ValueKind::Value => {
+                        let raw_value = self.inner.value();
+                        if self.saved_value.capacity()
+                            > raw_value.len() + SAVED_VALUE_SLACK_BYTES_MAX
+                        {
+                            self.saved_value = Vec::new();
+                        }
+                        self.saved_key.clear();
+                        self.saved_key.extend_from_slice(ikey.user_key);
+                        self.saved_value.clear();
+                        self.saved_value.extend_from_slice(raw_value);
+                    }
+                }
+            }
+            self.inner.prev();
+        }
+        if !self.inner.valid() {
+            if let Err(e) = self.inner.status() {
+                // The entries before the failure are unknown: the pending key
+                // might be hidden by one of them, so yield nothing.
+                return self.fail(e);
+            }
+        }
+        match kind {
+            ValueKind::Deletion => self.stop(),
+            ValueKind::Value => self.valid = true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+    use crate::iter::merging::testutil::VecIter;
+    use crate::iter::merging::MergingIterator;
+    use crate::key::{
+        BytewiseComparator, InternalKey, InternalKeyComparator, ReverseBytewiseComparator,
+    };
+
+    type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+    /// One write: a value, or a deletion (`None`), at sequence `seq`.
+    struct Op {
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+        seq: SequenceNumber,
+    }
+
+    fn ikey(user_key: &[u8], seq: SequenceNumber, kind: ValueKind) -> Vec<u8> {
+        InternalKey::new(user_key, seq, kind).encoded().to_vec()
+    }
+
+    fn random_key(rng: &mut StdRng) -> Vec<u8> {
+        let len = rng.gen_range(0..4);
+        (0..len).map(|_| b'a' + rng.gen_range(0..4u8)).collect()
+    }
+
+    fn random_ops(rng: &mut StdRng) -> Vec<Op> {
+        let n = rng.gen_range(0..250);
+        (1..=n)
+            .map(|seq| Op {
+                key: random_key(rng),
+                value: rng.gen_bool(0.7).then(|| format!("v{seq}").into_bytes()),
+                seq,
+            })
+            .collect()
+    }
+
+    /// The ops as internal entries, split at random over a few sorted
+    /// children under one merging iterator (or one child alone).
+    fn internal_iter(
+        rng: &mut StdRng,
+        ops: &[Op],
+        user_cmp: &Arc<dyn Comparator>,
+    ) -> Box<dyn InternalIterator> {
+        let icmp: Arc<dyn Comparator> = Arc::new(InternalKeyComparator::new(user_cmp.clone()));
+        let mut entries: Entries = ops
+            .iter()
+            .map(|op| match &op.value {
+                Some(v) => (ikey(&op.key, op.seq, ValueKind::Value), v.clone()),
+                None => (ikey(&op.key, op.seq, ValueKind::Deletion), Vec::new()),
+            })
+            .collect();
+        entries.sort_by(|a, b| icmp.compare(&a.0, &b.0));
+        let n_children = rng.gen_range(0..5);
+        if n_children == 0 {
+            return VecIter::new(icmp, entries).boxed();
+        }
+        let mut children: Vec<Entries> = vec![Vec::new(); n_children];
+        for e in entries {
+            children[rng.gen_range(0..n_children)].push(e);
+        }
+        let children = children
+            .into_iter()
+            .map(|c| VecIter::new(icmp.clone(), c).boxed())
+            .collect();
+        Box::new(MergingIterator::new(icmp, children))
+    }
+
+    /// What a reader at `sequence` sees within the bounds, in user order.
+    fn model(
+        ops: &[Op],
+        user_cmp: &dyn Comparator,
+        sequence: SequenceNumber,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Entries {
+        let mut latest: BTreeMap<&[u8], Option<&[u8]>> = BTreeMap::new();
+        for op in ops.iter().filter(|op| op.seq <= sequence) {
+            latest.insert(&op.key, op.value.as_deref());
+        }
+        let mut visible: Entries = latest
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.to_vec(), v?.to_vec())))
+            .filter(|(k, _)| !below_lower(user_cmp, lower, k) && !past_upper(user_cmp, upper, k))
+            .collect();
+        visible.sort_by(|a, b| user_cmp.compare(&a.0, &b.0));
+        visible
+    }
+
+    fn at(it: &DBIter) -> Option<(Vec<u8>, Vec<u8>)> {
+        it.valid().then(|| (it.key().to_vec(), it.value().to_vec()))
+    }
+
+    fn check_seed(seed: u64, user_cmp: Arc<dyn Comparator>) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let ops = random_ops(&mut rng);
+        let cmp = user_cmp.as_ref();
+        for _ in 0..4 {
+            let sequence = rng.gen_range(0..=ops.len() as u64 + 1);
+            let lower = rng.gen_bool(0.3).then(|| random_key(&mut rng));
+            let upper = rng.gen_bool(0.3).then(|| random_key(&mut rng));
+            let want = model(&ops, cmp, sequence, lower.as_deref(), upper.as_deref());
+            let ctx = format!("seed {seed} seq {sequence} lower {lower:?} upper {upper:?}");
+            let inner = internal_iter(&mut rng, &ops, &user_cmp);
+            let mut it = DBIter::new(inner, user_cmp.clone(), sequence, lower, upper);
+
+            let mut got = Vec::new();
+            it.seek_to_first();
+            while let Some(e) = at(&it) {
+                got.push(e);
+                it.next();
+            }
+            assert_eq!(got, want, "{ctx}: forward");
+
+            got.clear();
+            it.seek_to_last();
+            while let Some(e) = at(&it) {
+                got.push(e);
+                it.prev();
+            }
+            got.reverse();
+            assert_eq!(got, want, "{ctx}: backward");
+
+            for _ in 0..12 {
+                let target = random_key(&mut rng);
+                let mut pos = if rng.gen_bool(0.5) {
+                    it.seek(&target);
+                    let p = want.partition_point(|e| cmp.compare(&e.0, &target) == Ordering::Less);
+                    (p < want.len()).then_some(p)
+                } else {
+                    it.seek_for_prev(&target);
+                    want.partition_point(|e| cmp.compare(&e.0, &target) != Ordering::Greater)
+                        .checked_sub(1)
+                };
+                assert_eq!(
+                    at(&it),
+                    pos.map(|p| want[p].clone()),
+                    "{ctx}: seek {target:?}"
+                );
+                for step in 0..20 {
+                    let Some(p) = pos else { break };
+                    if rng.gen_bool(0.5) {
+                        it.next();
+                        pos = (p + 1 < want.len()).then_some(p + 1);
+                    } else {
+                        it.prev();
+                        pos = p.checked_sub(1);
+                    }
+                    assert_eq!(
+                        at(&it),
+                        pos.map(|p| want[p].clone()),
+                        "{ctx}: step {step} after seek {target:?}"
+                    );
+                }
+            }
+            it.status().unwrap();
+        }
+    }
+
+    #[test]
+    fn matches_model_bytewise() {
+        for seed in 0..150 {
+            check_seed(seed, Arc::new(BytewiseComparator));
+        }
+    }
+
+    #[test]
+    fn matches_model_reverse_comparator() {
+        for seed in 5000..5150 {
+            check_seed(seed, Arc::new(ReverseBytewiseComparator));
+        }
+    }
+
+    fn bytewise_inner(entries: Entries) -> (Box<dyn InternalIterator>, Arc<dyn Comparator>) {
+        let user: Arc<dyn Comparator> = Arc::new(BytewiseComparator);
+        let icmp: Arc<dyn Comparator> = Arc::new(InternalKeyComparator::new(user.clone()));
+        (VecIter::new(icmp, entries).boxed(), user)
+    }
+
+    #[test]
+    fn newest_visible_version_wins_and_deletions_hide() {
+        let v = |k: &str, seq, val: &str| {
+            (
+                ikey(k.as_bytes(), seq, ValueKind::Value),
+                val.as_bytes().to_vec(),
+            )
+        };
+        let d = |k: &str, seq| (ikey(k.as_bytes(), seq, ValueKind::Deletion), Vec::new());
+        let entries = vec![
+            v("a", 5, "a5"),
+            v("a", 2, "a2"),
+            d("b", 4),
+            v("b", 3, "b3"),
+            v("c", 1, "c1"),
+        ];
+        let scan = |seq| {
+            let (inner, user) = bytewise_inner(entries.clone());
+            let mut it = DBIter::new(inner, user, seq, None, None);
+            let mut got = Vec::new();
+            it.seek_to_first();
+            while it.valid() {
+                got.push(String::from_utf8(it.value().to_vec()).unwrap());
+                it.next();
+            }
+            got
+        };
+        assert_eq!(scan(5), ["a5", "c1"]);
+        assert_eq!(scan(3), ["a2", "b3", "c1"]);
+        assert_eq!(scan(1), ["c1"]);
+        assert!(scan(0).is_empty());
+    }
+
+    #[test]
+    fn malformed_internal_key_is_corruption_both_ways() {
+        let v = |k: &str, seq| (ikey(k.as_bytes(), seq, ValueKind::Value), b"x".to_vec());
+        let mut bad = ikey(b"b", 3, ValueKind::Value);
+        let kind_at = bad.len() - 8;
+        bad[kind_at] = 9; // no such kind
+        let entries = vec![v("a", 1), (bad, Vec::new()), v("c", 2), v("d", 2)];
+
+        let (inner, user) = bytewise_inner(entries.clone());
+        let mut it = DBIter::new(inner, user, 10, None, None);
+        it.seek_to_first();
+        assert_eq!(it.key(), b"a");
+        it.next();
+        assert!(!it.valid());
+        assert!(it.status().unwrap_err().is_corruption());
+
+        let (inner, user) = bytewise_inner(entries);
+        let mut it = DBIter::new(inner, user, 10, None, None);
+        it.seek_to_last();
+        assert_eq!(it.key(), b"d");
+        // Yielding "c" backward needs the entry before it: the bad one.
+        it.prev();
+        assert!(!it.valid());
+        assert!(it.status().unwrap_err().is_corruption());
+    }
+
+    #[test]
+    fn inner_error_stops_and_is_reported() {
+        let user: Arc<dyn Comparator> = Arc::new(BytewiseComparator);
+        let icmp: Arc<dyn Comparator> = Arc::new(InternalKeyComparator::new(user.clone()));
+        let entries: Entries = ["a", "b", "c"]
+            .iter()
+            .map(|k| (ikey(k.as_bytes(), 1, ValueKind::Value), b"x".to_vec()))
+            .collect();
+        let inner = VecIter::failing_at(icmp.clone(), entries.clone(), 0);
+        let mut it = DBIter::new(inner.boxed(), user.clone(), 10, None, None);
+        it.seek_to_last();
+        assert_eq!(it.key(), b"c");
+        // "b" is pending while stepping back onto the failing "a": an older
+        // entry could have hidden it, so nothing is yielded.
+        it.prev();
+        assert!(!it.valid());
+        assert!(it.status().is_err());
+
+        let inner = VecIter::failing_at(icmp, entries, 2);
+        let mut it = DBIter::new(inner.boxed(), user, 10, None, None);
+        it.seek(b"b");
+        assert_eq!(it.key(), b"b");
+        it.next();
+        assert!(!it.valid());
+        assert!(it.status().is_err());
+    }
+
+    #[test]
+    fn bounds_clamp_seeks() {
+        let entries: Entries = ["a", "b", "c", "d", "e"]
+            .iter()
+            .map(|k| {
+                (
+                    ikey(k.as_bytes(), 1, ValueKind::Value),
+                    k.as_bytes().to_vec(),
+                )
+            })
+            .collect();
+        let (inner, user) = bytewise_inner(entries);
+        let mut it = DBIter::new(inner, user, 1, Some(b"b".to_vec()), Some(b"d".to_vec()));
+        it.seek(b"a");
+        assert_eq!(it.key(), b"b");
+        it.prev();
+        assert!(!it.valid());
+        it.seek_for_prev(b"z");
+        assert_eq!(it.key(), b"c");
+        it.next();
+        assert!(!it.valid());
+        it.seek_to_last();
+        assert_eq!(it.key(), b"c");
+        it.seek(b"d");
+        assert!(!it.valid());
+        it.seek_for_prev(b"a");
+        assert!(!it.valid());
+        it.status().unwrap();
+    }
+}

@@ -1,6 +1,369 @@
-//! The database: open, write, read, recover.
+//! The database: open, write, read, iterate, snapshot, flush, recover.
+//!
+//! Names and call shapes follow the `rocksdb` crate. A [`DB`] is `Send +
+//! Sync`; share it across threads with an `Arc` or by reference.
 
+mod compaction;
 pub mod db_iter;
 pub mod filename;
-#[allow(dead_code)] // used by the write path, which lands next
+mod flush;
+mod inner;
+mod iterator;
+mod level_iter;
+mod open;
+pub mod options;
+mod read;
+mod table_cache;
+mod write;
 pub mod write_batch;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::key::SequenceNumber;
+
+use inner::DbInner;
+
+pub use iterator::{DBIterator, DBRawIterator, Direction, IteratorMode};
+pub use options::{
+    BlockBasedOptions, Cache, DBCompressionType, DBRecoveryMode, Options, ReadOptions, WriteOptions,
+};
+pub use read::DBPinnableSlice;
+pub use write_batch::WriteBatch;
+
+/// An open database.
+pub struct DB {
+    inner: Arc<DbInner>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for DB {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DB").field("path", &self.path).finish()
+    }
+}
+
+impl DB {
+    /// Opens the database at `path` with `opts`.
+    pub fn open<P: AsRef<Path>>(opts: &Options, path: P) -> Result<DB> {
+        let path = path.as_ref().to_path_buf();
+        let inner = open::open(opts, &path)?;
+        Ok(DB { inner, path })
+    }
+
+    /// Opens with default options, creating the database if missing.
+    pub fn open_default<P: AsRef<Path>>(path: P) -> Result<DB> {
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        DB::open(&opts, path)
+    }
+
+    /// Deletes the database at `path` and its directory. Fails with `Busy`
+    /// if it is open.
+    pub fn destroy<P: AsRef<Path>>(opts: &Options, path: P) -> Result<()> {
+        let dir = path.as_ref();
+        let fs = &opts.fs;
+        if !fs.exists(dir) {
+            return Ok(());
+        }
+        let lock_path = filename::lock_file_name(dir);
+        let lock = fs.lock(&lock_path)?;
+        for name in fs.list(dir)? {
+            if filename::parse_file_name(&name)
+                .is_some_and(|(kind, _)| kind != filename::FileType::Lock)
+            {
+                fs.remove(&dir.join(&name))?;
+            }
+        }
+        drop(lock);
+        let _ = fs.remove(&lock_path);
+        // Leaves the directory if it holds files that are not ours.
+        let _ = fs.remove_dir(dir);
+        Ok(())
+    }
+
+    /// The database directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, key: K, value: V) -> Result<()> {
+        self.put_opt(key, value, &WriteOptions::default())
+    }
+
+    /// Sets `key` to `value` with write options.
+    pub fn put_opt<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &self,
+        key: K,
+        value: V,
+        wo: &WriteOptions,
+    ) -> Result<()> {
+        let mut b = WriteBatch::default();
+        b.put(key, value);
+        self.write_opt(b, wo)
+    }
+
+    /// Removes `key`.
+    pub fn delete<K: AsRef<[u8]>>(&self, key: K) -> Result<()> {
+        self.delete_opt(key, &WriteOptions::default())
+    }
+
+    /// Removes `key` with write options.
+    pub fn delete_opt<K: AsRef<[u8]>>(&self, key: K, wo: &WriteOptions) -> Result<()> {
+        let mut b = WriteBatch::default();
+        b.delete(key);
+        self.write_opt(b, wo)
+    }
+
+    /// Applies a batch atomically.
+    pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.write_opt(batch, &WriteOptions::default())
+    }
+
+    /// Applies a batch atomically with write options.
+    pub fn write_opt(&self, batch: WriteBatch, wo: &WriteOptions) -> Result<()> {
+        self.inner.write(Some(batch), wo.sync, wo.disable_wal)
+    }
+
+    /// The value of `key`, copied.
+    pub fn get<K: AsRef<[u8]>>(&self, key: K) -> Result<Option<Vec<u8>>> {
+        self.get_opt(key, &ReadOptions::default())
+    }
+
+    /// The value of `key` with read options, copied.
+    pub fn get_opt<K: AsRef<[u8]>>(&self, key: K, ro: &ReadOptions) -> Result<Option<Vec<u8>>> {
+        Ok(self.get_pinned_opt(key, ro)?.map(|v| v.to_vec()))
+    }
+
+    /// The value of `key`, without copying it.
+    pub fn get_pinned<K: AsRef<[u8]>>(&self, key: K) -> Result<Option<DBPinnableSlice>> {
+        self.get_pinned_opt(key, &ReadOptions::default())
+    }
+
+    /// The value of `key` with read options, without copying it.
+    pub fn get_pinned_opt<K: AsRef<[u8]>>(
+        &self,
+        key: K,
+        ro: &ReadOptions,
+    ) -> Result<Option<DBPinnableSlice>> {
+        self.inner.get(key.as_ref(), ro.snapshot, ro.fill_cache)
+    }
+
+    /// A consistent view of the database as of now.
+    pub fn snapshot(&self) -> Snapshot<'_> {
+        let mut st = self.inner.state.lock();
+        let seq = st.versions.last_sequence();
+        *st.snapshots.entry(seq).or_insert(0) += 1;
+        Snapshot { db: self, seq }
+    }
+
+    /// A cursor over the database.
+    pub fn raw_iterator(&self) -> DBRawIterator<'_> {
+        self.raw_iterator_opt(ReadOptions::default())
+    }
+
+    /// A cursor over the database with read options (snapshot, bounds).
+    pub fn raw_iterator_opt(&self, ro: ReadOptions) -> DBRawIterator<'_> {
+        DBRawIterator::new(&self.inner, &ro)
+    }
+
+    /// A Rust iterator over `(key, value)` pairs from `mode`.
+    pub fn iterator<'a: 'b, 'b>(&'a self, mode: IteratorMode<'b>) -> DBIterator<'a> {
+        self.iterator_opt(mode, ReadOptions::default())
+    }
+
+    /// A Rust iterator with read options.
+    pub fn iterator_opt<'a: 'b, 'b>(
+        &'a self,
+        mode: IteratorMode<'b>,
+        ro: ReadOptions,
+    ) -> DBIterator<'a> {
+        DBIterator::new(self.raw_iterator_opt(ro), mode)
+    }
+
+    /// Writes every memtable to tables and waits until it is done.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.write(None, false, false)?;
+        let mut st = self.inner.state.lock();
+        loop {
+            if let Some(e) = &st.bg_error {
+                return Err(e.clone());
+            }
+            if st.imm.is_empty() {
+                return Ok(());
+            }
+            self.inner.bg_work.notify_all();
+            self.inner.bg_done.wait(&mut st);
+        }
+    }
+
+    /// A database property (`strata.stats`, `strata.num-files-at-level<N>`,
+    /// `strata.total-sst-files-size`, `strata.cur-size-all-mem-tables`,
+    /// `strata.estimate-num-keys`); the `rocksdb.` prefix works too.
+    pub fn property_value(&self, name: &str) -> Result<Option<String>> {
+        self.inner.property(name)
+    }
+
+    /// The sequence number of the last write.
+    pub fn latest_sequence_number(&self) -> SequenceNumber {
+        self.inner.state.lock().versions.last_sequence()
+    }
+}
+
+impl Drop for DB {
+    fn drop(&mut self) {
+        self.inner.shutting_down.store(true, Ordering::Release);
+        {
+            let _st = self.inner.state.lock();
+            self.inner.bg_work.notify_all();
+        }
+        for t in self.inner.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+        let mut st = self.inner.state.lock();
+        if let Some(log) = st.log.as_mut() {
+            // Best effort: unsynced writes are not promised to survive.
+            let _ = log.flush();
+        }
+    }
+}
+
+/// A consistent read view, as `rocksdb::Snapshot`. Reads through it see
+/// the database as it was when it was taken.
+pub struct Snapshot<'a> {
+    db: &'a DB,
+    seq: SequenceNumber,
+}
+
+impl std::fmt::Debug for Snapshot<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("sequence", &self.seq)
+            .finish()
+    }
+}
+
+impl<'a> Snapshot<'a> {
+    /// The sequence number the snapshot reads at.
+    pub fn sequence(&self) -> SequenceNumber {
+        self.seq
+    }
+
+    fn options(&self, mut ro: ReadOptions) -> ReadOptions {
+        ro.snapshot = Some(self.seq);
+        ro
+    }
+
+    /// The value of `key` as of the snapshot.
+    pub fn get<K: AsRef<[u8]>>(&self, key: K) -> Result<Option<Vec<u8>>> {
+        self.db.get_opt(key, &self.options(ReadOptions::default()))
+    }
+
+    /// The value of `key` as of the snapshot, with read options.
+    pub fn get_opt<K: AsRef<[u8]>>(&self, key: K, ro: ReadOptions) -> Result<Option<Vec<u8>>> {
+        self.db.get_opt(key, &self.options(ro))
+    }
+
+    /// A cursor as of the snapshot.
+    pub fn raw_iterator(&self) -> DBRawIterator<'a> {
+        self.db
+            .raw_iterator_opt(self.options(ReadOptions::default()))
+    }
+
+    /// A Rust iterator as of the snapshot.
+    pub fn iterator<'b>(&self, mode: IteratorMode<'b>) -> DBIterator<'a> {
+        DBIterator::new(self.raw_iterator(), mode)
+    }
+}
+
+impl Drop for Snapshot<'_> {
+    fn drop(&mut self) {
+        let mut st = self.db.inner.state.lock();
+        if let Some(n) = st.snapshots.get_mut(&self.seq) {
+            *n -= 1;
+            if *n == 0 {
+                st.snapshots.remove(&self.seq);
+            }
+        }
+    }
+}
+
+impl DbInner {
+    fn property(&self, name: &str) -> Result<Option<String>> {
+        let Some(prop) = name
+            .strip_prefix("strata.")
+            .or_else(|| name.strip_prefix("rocksdb."))
+        else {
+            return Ok(None);
+        };
+        let st = self.state.lock();
+        let v = st.versions.current();
+        if let Some(level) = prop.strip_prefix("num-files-at-level") {
+            let level: usize = level
+                .parse()
+                .map_err(|_| Error::invalid_argument(format!("bad property {name}")))?;
+            return Ok((level < crate::version::NUM_LEVELS).then(|| v.num_files(level).to_string()));
+        }
+        let mem_bytes = || {
+            st.mem.approximate_memory_usage()
+                + st.imm
+                    .iter()
+                    .map(|m| m.mem.approximate_memory_usage())
+                    .sum::<usize>()
+        };
+        Ok(match prop {
+            "total-sst-files-size" => {
+                Some(v.all_files().map(|f| f.file_size).sum::<u64>().to_string())
+            }
+            "cur-size-all-mem-tables" => Some(mem_bytes().to_string()),
+            "estimate-num-keys" => {
+                let mem: usize = st.mem.num_entries()
+                    + st.imm.iter().map(|m| m.mem.num_entries()).sum::<usize>();
+                let tables: u64 = v
+                    .all_files()
+                    .filter_map(|f| self.table_cache.get(f.number).ok())
+                    .map(|t| t.properties().num_entries)
+                    .sum();
+                Some((mem as u64 + tables).to_string())
+            }
+            "stats" => Some(self.stats_string(&st, &v)),
+            _ => None,
+        })
+    }
+
+    fn stats_string(&self, st: &inner::DbState, v: &crate::version::Version) -> String {
+        let mut out = String::from("\n** Compaction Stats **\n");
+        out.push_str("Level    Files   Size(MB)   Score  Write(MB)  Read(MB)  Moved(MB)  Comp(sec)  Comp(cnt)\n");
+        let mb = |b: u64| b as f64 / 1048576.0;
+        for level in 0..crate::version::NUM_LEVELS {
+            let s = &st.stats[level];
+            let score = if level == 0 {
+                v.num_files(0) as f64 / self.opts.level0_file_num_compaction_trigger as f64
+            } else {
+                v.level_bytes(level) as f64 / self.opts.max_bytes_for_level(level) as f64
+            };
+            out.push_str(&format!(
+                "  L{level} {:>9} {:>10.1} {:>7.2} {:>10.1} {:>9.1} {:>10.1} {:>10.2} {:>10}\n",
+                v.num_files(level),
+                mb(v.level_bytes(level)),
+                score,
+                mb(s.bytes_written),
+                mb(s.bytes_read),
+                mb(s.bytes_moved),
+                s.micros as f64 / 1e6,
+                s.count
+            ));
+        }
+        out.push_str(&format!(
+            "memtables: {} immutable, {} bytes; last sequence {}; open tables {}\n",
+            st.imm.len(),
+            st.mem.approximate_memory_usage(),
+            st.versions.last_sequence(),
+            self.table_cache.len()
+        ));
+        out
+    }
+}

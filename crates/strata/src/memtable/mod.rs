@@ -1,1 +1,177 @@
-//! (in progress)
+//! The memtable: recent writes, sorted in memory until they are flushed to a
+//! table file.
+//!
+//! A [`MemTable`] is a concurrent skiplist (`skiplist.rs`) of entries
+//! (internal key, value; encoded as in `entry.rs` and
+//! `docs/format/memtable.md`), whose nodes live in an arena (`arena.rs`).
+//!
+//! Thread safety: a `MemTable` is `Send + Sync`. Writers ([`MemTable::add`])
+//! are serialized by the skiplist's internal writer lock; readers (`get`,
+//! iterators) take no lock and may run during a write. Every entry stays at
+//! the same address until the memtable drops, so values borrow it directly
+//! and an iterator keeps it alive with an `Arc`.
+//!
+//! Invariants:
+//! - Internal keys are unique: callers give every write its own sequence
+//!   number (a duplicate is a bug, and `add` panics).
+//! - Entries are ordered by [`InternalKeyComparator`]: user key ascending,
+//!   then sequence descending, so the newest visible version comes first.
+//! - Memory only grows; [`MemTable::approximate_memory_usage`] is what the
+//!   write path compares against the write buffer size to decide a flush.
+
+mod arena;
+mod entry;
+mod iter;
+mod skiplist;
+#[cfg(test)]
+mod tests;
+
+use std::cmp::Ordering as CmpOrdering;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::key::{
+    pack_trailer, parse_internal_key, InternalKey, InternalKeyComparator, SequenceNumber,
+    ValueKind, MAX_SEQUENCE_NUMBER, TRAILER_BYTES,
+};
+use crate::limits::{KEY_SIZE_BYTES_MAX, VALUE_SIZE_BYTES_MAX};
+
+use entry::{decode_entry, InternalKeyOrder, Varint32};
+use skiplist::SkipList;
+
+pub use iter::MemTableIterator;
+
+/// Seek keys up to this size are built on the stack.
+const SEEK_KEY_STACK_BYTES: usize = 128;
+
+/// The result of [`MemTable::get`] when the memtable holds a version of the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemTableGet<'a> {
+    /// The newest visible version is this value.
+    Value(&'a [u8]),
+    /// The newest visible version is a deletion.
+    Deleted,
+}
+
+/// An in-memory, sorted, concurrently readable table of recent writes.
+#[derive(Debug)]
+pub struct MemTable {
+    list: SkipList<InternalKeyOrder>,
+    num_deletes: AtomicUsize,
+    /// Smallest sequence number added; `u64::MAX` while empty.
+    first_sequence: AtomicU64,
+    /// Largest sequence number added; 0 while empty.
+    largest_sequence: AtomicU64,
+}
+
+impl MemTable {
+    /// An empty memtable ordered by `cmp`.
+    pub fn new(cmp: InternalKeyComparator) -> MemTable {
+        MemTable {
+            list: SkipList::new(InternalKeyOrder(cmp)),
+            num_deletes: AtomicUsize::new(0),
+            first_sequence: AtomicU64::new(u64::MAX),
+            largest_sequence: AtomicU64::new(0),
+        }
+    }
+
+    /// The comparator entries are ordered by.
+    pub fn comparator(&self) -> &InternalKeyComparator {
+        &self.list.order().0
+    }
+
+    /// Adds a version of `user_key`. `seq` must be unique in this memtable
+    /// and at most [`MAX_SEQUENCE_NUMBER`]; key and value must be within
+    /// [`crate::limits`]. Concurrent calls are serialized internally.
+    pub fn add(&self, seq: SequenceNumber, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+        assert!(seq <= MAX_SEQUENCE_NUMBER, "sequence {seq} too large");
+        assert!(user_key.len() <= KEY_SIZE_BYTES_MAX, "key too large");
+        assert!(value.len() <= VALUE_SIZE_BYTES_MAX, "value too large");
+        // Both fit in u32 by the limits above.
+        let key_len = Varint32::new((user_key.len() + TRAILER_BYTES) as u32);
+        let trailer = pack_trailer(seq, kind).to_le_bytes();
+        let value_len = Varint32::new(value.len() as u32);
+        self.list.insert(&[
+            key_len.as_bytes(),
+            user_key,
+            &trailer,
+            value_len.as_bytes(),
+            value,
+        ]);
+        if kind == ValueKind::Deletion {
+            self.num_deletes.fetch_add(1, Ordering::Relaxed);
+        }
+        // Largest first, and Release/Acquire on `first_sequence`: a reader
+        // that sees a first sequence also sees a largest one.
+        self.largest_sequence.fetch_max(seq, Ordering::Relaxed);
+        self.first_sequence.fetch_min(seq, Ordering::Release);
+    }
+
+    /// The newest version of `user_key` with sequence <= `seq`, or `None` if
+    /// the memtable holds no such version.
+    pub fn get(&self, user_key: &[u8], seq: SequenceNumber) -> Option<MemTableGet<'_>> {
+        let node = with_seek_key(user_key, seq, |probe| self.list.seek(probe))?;
+        let (ikey, value) = decode_entry(node.entry());
+        let parsed = parse_internal_key(ikey).expect("memtable entry: bad internal key");
+        let user_cmp = self.comparator().user_comparator();
+        if user_cmp.compare(parsed.user_key, user_key) != CmpOrdering::Equal {
+            return None;
+        }
+        Some(match parsed.kind {
+            ValueKind::Value => MemTableGet::Value(value),
+            ValueKind::Deletion => MemTableGet::Deleted,
+        })
+    }
+
+    /// An iterator over all entries (internal key, value), in order. It holds
+    /// a reference to the memtable and sees entries added after its creation.
+    pub fn iter(self: &Arc<Self>) -> MemTableIterator {
+        MemTableIterator::new(Arc::clone(self))
+    }
+
+    /// Bytes of memory held, including allocation slack. Cheap; any thread.
+    pub fn approximate_memory_usage(&self) -> usize {
+        self.list.memory_usage()
+    }
+
+    /// Number of entries (values and deletions).
+    pub fn num_entries(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Number of deletion entries.
+    pub fn num_deletes(&self) -> usize {
+        self.num_deletes.load(Ordering::Relaxed)
+    }
+
+    /// True if nothing was added.
+    pub fn is_empty(&self) -> bool {
+        self.num_entries() == 0
+    }
+
+    /// The smallest sequence number added, if any.
+    pub fn first_sequence(&self) -> Option<SequenceNumber> {
+        let seq = self.first_sequence.load(Ordering::Acquire);
+        (seq != u64::MAX).then_some(seq)
+    }
+
+    /// The largest sequence number added, if any.
+    pub fn largest_sequence(&self) -> Option<SequenceNumber> {
+        self.first_sequence()?;
+        Some(self.largest_sequence.load(Ordering::Relaxed))
+    }
+}
+
+/// Calls `f` with the seek key `user_key | pack(seq, FOR_SEEK)`, built on the
+/// stack when small. `seq` is clamped to [`MAX_SEQUENCE_NUMBER`].
+fn with_seek_key<R>(user_key: &[u8], seq: SequenceNumber, f: impl FnOnce(&[u8]) -> R) -> R {
+    let seq = seq.min(MAX_SEQUENCE_NUMBER);
+    let len = user_key.len() + TRAILER_BYTES;
+    if len > SEEK_KEY_STACK_BYTES {
+        return f(InternalKey::new(user_key, seq, ValueKind::FOR_SEEK).encoded());
+    }
+    let mut buf = [0u8; SEEK_KEY_STACK_BYTES];
+    buf[..user_key.len()].copy_from_slice(user_key);
+    buf[user_key.len()..len].copy_from_slice(&pack_trailer(seq, ValueKind::FOR_SEEK).to_le_bytes());
+    f(&buf[..len])
+}

@@ -19,6 +19,7 @@ pub struct TableIterator {
     data: Option<BlockIter>,
     data_handle: Option<BlockHandle>,
     status: Result<()>,
+    fill_cache: bool,
 }
 
 impl std::fmt::Debug for TableIterator {
@@ -31,7 +32,7 @@ impl std::fmt::Debug for TableIterator {
 }
 
 impl TableIterator {
-    pub(super) fn new(table: Arc<TableReader>) -> TableIterator {
+    pub(super) fn new(table: Arc<TableReader>, fill_cache: bool) -> TableIterator {
         let index = table.index_iter();
         TableIterator {
             table,
@@ -39,6 +40,7 @@ impl TableIterator {
             data: None,
             data_handle: None,
             status: Ok(()),
+            fill_cache,
         }
     }
 
@@ -59,7 +61,7 @@ impl TableIterator {
         if self.data.is_some() && self.data_handle == Some(handle) {
             return;
         }
-        match self.table.read_data_block(handle) {
+        match self.table.read_data_block(handle, self.fill_cache) {
             Ok(block) => {
                 self.data = Some(block.iter(self.table.internal_comparator().clone()));
                 self.data_handle = Some(handle);

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::cache::{block_charge, BlockCache};
 use crate::env::RandomAccessFile;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
@@ -45,6 +46,14 @@ pub struct TableReader {
     index: Block,
     filter: Option<BloomFilter>,
     props: TableProperties,
+    /// The block cache and this reader's key space in it.
+    cache: Option<(Arc<BlockCache>, u64)>,
+}
+
+/// Gives each opened reader its own key space in a (possibly shared) cache.
+fn next_cache_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl std::fmt::Debug for TableReader {
@@ -64,6 +73,16 @@ impl TableReader {
         file: Arc<dyn RandomAccessFile>,
         name: impl Into<Arc<str>>,
         comparator: Arc<dyn Comparator>,
+    ) -> Result<TableReader> {
+        Self::open_with_cache(file, name, comparator, None)
+    }
+
+    /// Opens a table whose data blocks go through `cache`.
+    pub fn open_with_cache(
+        file: Arc<dyn RandomAccessFile>,
+        name: impl Into<Arc<str>>,
+        comparator: Arc<dyn Comparator>,
+        cache: Option<Arc<BlockCache>>,
     ) -> Result<TableReader> {
         let name: Arc<str> = name.into();
         let size = file.size();
@@ -149,6 +168,7 @@ impl TableReader {
             index,
             filter,
             props,
+            cache: cache.map(|c| (c, next_cache_id())),
         })
     }
 
@@ -187,13 +207,20 @@ impl TableReader {
         }
     }
 
-    /// Reads and checks the data block at `handle`.
-    pub(crate) fn read_data_block(&self, handle: BlockHandle) -> Result<Block> {
-        Block::new(
-            read_block(&*self.file, &self.name, handle)?,
-            self.name.clone(),
-            handle.offset,
-        )
+    /// The data block at `handle`, from the cache or read and checked
+    /// from the file (and then cached if `fill_cache`).
+    pub(crate) fn read_data_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Block> {
+        if let Some((cache, id)) = &self.cache {
+            if let Some(block) = cache.get(&(*id, handle.offset)) {
+                return Ok(block);
+            }
+        }
+        let data = read_block(&*self.file, &self.name, handle)?;
+        let block = Block::new(data, self.name.clone(), handle.offset)?;
+        if let (Some((cache, id)), true) = (&self.cache, fill_cache) {
+            cache.insert((*id, handle.offset), block.clone(), block_charge(&block));
+        }
+        Ok(block)
     }
 
     pub(crate) fn index_iter(&self) -> super::block::BlockIter {
@@ -218,6 +245,16 @@ impl TableReader {
     /// (user key + the reader's sequence number, kind `FOR_SEEK`) and returns
     /// it if it has the same user key. `hash` is the user key's filter hash.
     pub fn get(&self, lookup: &[u8], hash: u64) -> Result<Option<TableEntry>> {
+        self.get_opt(lookup, hash, true)
+    }
+
+    /// [`TableReader::get`], choosing whether blocks read are cached.
+    pub fn get_opt(
+        &self,
+        lookup: &[u8],
+        hash: u64,
+        fill_cache: bool,
+    ) -> Result<Option<TableEntry>> {
         if !self.may_contain_hash(hash) {
             return Ok(None);
         }
@@ -231,7 +268,7 @@ impl TableReader {
             let handle = self
                 .decode_index_value(index.value(), self.footer.index.offset)?
                 .handle;
-            let block = self.read_data_block(handle)?;
+            let block = self.read_data_block(handle, fill_cache)?;
             let mut it = block.iter(self.icmp.clone());
             it.seek(lookup);
             if it.valid() {
@@ -260,7 +297,12 @@ impl TableReader {
 
     /// An iterator over the whole table.
     pub fn iter(self: &Arc<Self>) -> TableIterator {
-        TableIterator::new(self.clone())
+        TableIterator::new(self.clone(), true)
+    }
+
+    /// An iterator that caches the blocks it reads only if `fill_cache`.
+    pub fn iter_opt(self: &Arc<Self>, fill_cache: bool) -> TableIterator {
+        TableIterator::new(self.clone(), fill_cache)
     }
 
     /// Approximate file offset where the data for `ikey` begins (the size of

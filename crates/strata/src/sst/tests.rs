@@ -483,3 +483,41 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn block_cache_serves_repeated_reads() {
+    let cmp: Arc<dyn Comparator> = Arc::new(crate::key::BytewiseComparator);
+    let mut rng = StdRng::seed_from_u64(11);
+    let entries = random_entries(&mut rng, 300, &cmp);
+    let (bytes, _) = write_table(
+        &entries,
+        &TableOptions {
+            block_size: 512,
+            ..Default::default()
+        },
+    );
+    let fs = MemFileSystem::new();
+    let path = Path::new("/c.sst");
+    crate::env::write_file_atomic(&fs, path, &bytes).unwrap();
+    let cache = Arc::new(crate::cache::BlockCache::new(1 << 20, Some(0)));
+    let table = Arc::new(
+        TableReader::open_with_cache(
+            fs.open_random_access(path).unwrap(),
+            "c.sst",
+            cmp,
+            Some(cache.clone()),
+        )
+        .unwrap(),
+    );
+    check_gets(&table, &entries, &mut rng);
+    let misses = cache.misses();
+    assert!(cache.usage() > 0 && misses > 0);
+    check_gets(&table, &entries, &mut rng);
+    check_iterator(&table, &entries, &mut rng);
+    assert_eq!(
+        cache.misses(),
+        misses,
+        "second pass should be served from the cache"
+    );
+    assert!(cache.hits() > 0);
+}

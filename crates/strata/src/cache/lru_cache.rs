@@ -1,0 +1,276 @@
+//! The sharded LRU cache; its design is documented on [`LruCache`].
+
+use std::fmt;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use super::lru_shard::LruShard;
+
+/// When the shard count is chosen automatically, each shard holds at least
+/// this much capacity (RocksDB's default minimum shard size).
+pub const MIN_SHARD_CAPACITY_BYTES: usize = 512 * 1024;
+
+/// Most shard bits chosen automatically: at most 64 shards.
+pub const DEFAULT_SHARD_BITS_MAX: u32 = 6;
+
+/// Most shard bits accepted from the caller (RocksDB rejects 20 and up).
+pub const SHARD_BITS_MAX: u32 = 19;
+
+/// The shard bits RocksDB would choose for `capacity`: as many as give each
+/// shard at least [`MIN_SHARD_CAPACITY_BYTES`], at most
+/// [`DEFAULT_SHARD_BITS_MAX`], and 0 (one shard) for small caches.
+pub fn default_shard_bits(capacity: usize) -> u32 {
+    match capacity / MIN_SHARD_CAPACITY_BYTES {
+        0 => 0,
+        shards => shards.ilog2().min(DEFAULT_SHARD_BITS_MAX),
+    }
+}
+
+/// A shard and its counters, aligned to a cache line so that threads busy
+/// in neighbouring shards do not invalidate each other's lines.
+#[repr(align(64))]
+struct Shard<K, V> {
+    lru: Mutex<LruShard<K, V>>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+/// A concurrent LRU cache of `K` to `V`, bounded by the total charge
+/// (usually bytes) of its entries, in the manner of RocksDB's `LRUCache`.
+///
+/// A key's hash picks its shard (upper bits of a 64-bit hash); each shard is
+/// an independent LRU under its own `parking_lot::Mutex`, so threads working
+/// on different shards do not contend. Each shard keeps its entries in a
+/// doubly linked recency list stored in a `Vec` slab, indexed by a `HashMap`,
+/// so insert, lookup and eviction are O(1). The capacity is split between
+/// the shards so that their capacities add up exactly to the total: the total
+/// charge held never exceeds [`capacity`](Self::capacity).
+///
+/// Thread safety: every method takes `&self`; share the cache in an `Arc`.
+///
+/// Lookups return clones of the values, which stay valid after the entry is
+/// evicted or erased, so the cache needs no pinning or reference counting.
+/// The cost is that memory held by clones still in use is not counted
+/// against the capacity, as in RocksDB's cache without a strict capacity
+/// limit, where pinned entries may push memory use past the capacity.
+pub struct LruCache<K, V> {
+    shards: Box<[Shard<K, V>]>,
+    shard_bits: u32,
+    /// The total capacity; its lock also serializes `set_capacity` calls so
+    /// that the shards always share one total.
+    capacity: Mutex<usize>,
+}
+
+impl<K, V> LruCache<K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync,
+    V: Clone + Send + Sync,
+{
+    /// A cache holding entries of total charge at most `capacity`, split over
+    /// `2^num_shard_bits` shards; `None` chooses [`default_shard_bits`].
+    /// A capacity of 0 caches nothing.
+    ///
+    /// # Panics
+    ///
+    /// If `num_shard_bits` exceeds [`SHARD_BITS_MAX`].
+    pub fn new(capacity: usize, num_shard_bits: Option<u32>) -> Self {
+        let shard_bits = num_shard_bits.unwrap_or_else(|| default_shard_bits(capacity));
+        assert!(
+            shard_bits <= SHARD_BITS_MAX,
+            "num_shard_bits {shard_bits} is over the maximum of {SHARD_BITS_MAX}"
+        );
+        let num_shards = 1usize << shard_bits;
+        let shards = (0..num_shards)
+            .map(|i| Shard {
+                lru: Mutex::new(LruShard::new(shard_capacity(capacity, num_shards, i))),
+                hits: AtomicU64::new(0),
+                misses: AtomicU64::new(0),
+            })
+            .collect();
+        LruCache {
+            shards,
+            shard_bits,
+            capacity: Mutex::new(capacity),
+        }
+    }
+
+    /// Inserts `key` as the most recently used entry with the given `charge`
+    /// (its cost against the capacity, usually bytes), replacing any entry for
+    /// `key`. Least recently used entries of the key's shard are evicted until
+    /// the shard's usage fits its capacity.
+    ///
+    /// An entry whose charge exceeds its shard's capacity is not inserted (an
+    /// entry already held for `key` is still removed, so no stale value
+    /// remains); the result is then false.
+    ///
+    /// Charge should include the cache's own bookkeeping per entry (as
+    /// [`block_charge`](super::block_charge) does): entries of charge 0 are
+    /// evicted only when they reach the LRU end, so their number is not
+    /// bounded by the capacity.
+    pub fn insert(&self, key: K, value: V, charge: usize) -> bool {
+        let mut dropped = Vec::new();
+        let inserted = self
+            .shard(&key)
+            .lru
+            .lock()
+            .insert(key, value, charge, &mut dropped);
+        // The guard is gone: dropping values (possibly freeing them) here
+        // does not hold up other threads.
+        drop(dropped);
+        inserted
+    }
+
+    /// A clone of the value cached for `key`, which becomes the most recently
+    /// used entry of its shard. Counts a hit or a miss.
+    pub fn get(&self, key: &K) -> Option<V> {
+        let shard = self.shard(key);
+        let value = shard.lru.lock().get(key);
+        let counter = if value.is_some() {
+            &shard.hits
+        } else {
+            &shard.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        value
+    }
+
+    /// Removes the entry for `key`, if any. Clones already handed out stay
+    /// valid.
+    pub fn erase(&self, key: &K) {
+        let removed = self.shard(key).lru.lock().remove(key);
+        drop(removed);
+    }
+
+    /// Removes every entry whose key satisfies `pred`, for example all blocks
+    /// of a deleted file. Visits every entry, one shard at a time; `pred` runs
+    /// under the shard's lock and must not call back into this cache.
+    pub fn erase_if(&self, pred: impl Fn(&K) -> bool) {
+        let mut dropped = Vec::new();
+        for shard in self.shards.iter() {
+            shard.lru.lock().remove_if(&pred, &mut dropped);
+            dropped.clear();
+        }
+    }
+
+    /// Changes the capacity, evicting least recently used entries from each
+    /// shard until it fits its new share. Capacity 0 empties the cache.
+    pub fn set_capacity(&self, capacity: usize) {
+        let mut total = self.capacity.lock();
+        *total = capacity;
+        let mut dropped = Vec::new();
+        for (i, shard) in self.shards.iter().enumerate() {
+            let shard_capacity = shard_capacity(capacity, self.shards.len(), i);
+            shard.lru.lock().set_capacity(shard_capacity, &mut dropped);
+            dropped.clear();
+        }
+    }
+
+    fn shard(&self, key: &K) -> &Shard<K, V> {
+        &self.shards[self.shard_index(key)]
+    }
+
+    fn shard_index(&self, key: &K) -> usize {
+        if self.shard_bits == 0 {
+            return 0;
+        }
+        // `DefaultHasher::new` uses fixed keys, so a key always maps to the
+        // same shard. The upper bits pick the shard; each shard's `HashMap`
+        // hashes again with its own random keys, so the two stay independent.
+        let mut hasher = DefaultHasher::new();
+        key.hash(&mut hasher);
+        (hasher.finish() >> (u64::BITS - self.shard_bits)) as usize
+    }
+
+    /// Panics unless every shard is consistent and the shard capacities add
+    /// up to the total.
+    #[cfg(test)]
+    pub(super) fn check_invariants(&self) {
+        let capacity = self.capacity();
+        let mut shard_capacity_sum = 0;
+        for shard in self.shards.iter() {
+            let lru = shard.lru.lock();
+            lru.check_invariants();
+            shard_capacity_sum += lru.capacity();
+        }
+        assert_eq!(shard_capacity_sum, capacity, "shard capacities");
+    }
+
+    /// Keys of shard `shard` from most to least recently used.
+    #[cfg(test)]
+    pub(super) fn keys_mru_to_lru(&self, shard: usize) -> Vec<K> {
+        self.shards[shard].lru.lock().keys_mru_to_lru()
+    }
+}
+
+impl<K, V> LruCache<K, V> {
+    /// Estimated bytes of bookkeeping the cache keeps per entry (slab slot
+    /// with the key and the value's inline part, index entry); callers add it
+    /// to an entry's charge so that the capacity bounds real memory.
+    pub const ENTRY_OVERHEAD_BYTES: usize = LruShard::<K, V>::ENTRY_OVERHEAD_BYTES;
+
+    /// Total charge of the entries held. Shards are read one at a time, so
+    /// under concurrent writes this is a recent value, not a snapshot.
+    pub fn usage(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| shard.lru.lock().usage())
+            .sum()
+    }
+
+    /// The most total charge the cache holds.
+    pub fn capacity(&self) -> usize {
+        *self.capacity.lock()
+    }
+
+    /// Number of entries held (read shard by shard, like [`usage`](Self::usage)).
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|shard| shard.lru.lock().len()).sum()
+    }
+
+    /// True if the cache holds no entries.
+    pub fn is_empty(&self) -> bool {
+        self.shards.iter().all(|shard| shard.lru.lock().len() == 0)
+    }
+
+    /// Number of shards (a power of two).
+    pub fn num_shards(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Lookups that found their key.
+    pub fn hits(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|shard| shard.hits.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Lookups that did not find their key.
+    pub fn misses(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|shard| shard.misses.load(Ordering::Relaxed))
+            .sum()
+    }
+}
+
+impl<K, V> fmt::Debug for LruCache<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LruCache")
+            .field("capacity", &self.capacity())
+            .field("usage", &self.usage())
+            .field("len", &self.len())
+            .field("num_shards", &self.num_shards())
+            .field("hits", &self.hits())
+            .field("misses", &self.misses())
+            .finish()
+    }
+}
+
+/// Shard `i`'s share of `capacity`: an even split, the remainder spread one
+/// unit each over the first shards, so that the shares add up to `capacity`.
+fn shard_capacity(capacity: usize, num_shards: usize, i: usize) -> usize {
+    capacity / num_shards + usize::from(i < capacity % num_shards)
+}

@@ -1,0 +1,186 @@
+//! One shard of the LRU cache: a key index over a recency list, bounded by
+//! total charge.
+//!
+//! Invariants, held whenever the owning mutex is released: the map and the
+//! list hold the same keys, each map value is that key's list slot, and the
+//! list's charge total is at most `capacity`.
+//!
+//! Entries leaving the shard (evicted, replaced or erased) are pushed onto a
+//! caller-supplied `Vec` instead of being dropped here, so the caller can drop
+//! them after releasing the shard's lock: dropping a value may free its
+//! memory, and that should not stall other threads waiting on the shard.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+use super::lru_list::LruList;
+
+/// A key index and recency list under one capacity. Not thread-safe; the
+/// cache keeps each shard behind its own mutex.
+pub(super) struct LruShard<K, V> {
+    index: HashMap<K, usize>,
+    list: LruList<K, V>,
+    capacity: usize,
+}
+
+impl<K, V> LruShard<K, V> {
+    /// Estimated bytes the shard spends per entry besides the heap data its
+    /// value points to: the slab slot, plus the index entry (key, slot and a
+    /// control byte) at the hash table's maximum load factor of 7/8.
+    pub(super) const ENTRY_OVERHEAD_BYTES: usize =
+        LruList::<K, V>::SLOT_BYTES + (std::mem::size_of::<(K, usize)>() + 1) * 8 / 7;
+
+    /// The most total charge this shard holds.
+    #[cfg(test)]
+    pub(super) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Total charge of the entries held.
+    pub(super) fn usage(&self) -> usize {
+        self.list.charge_total()
+    }
+
+    /// Number of entries held.
+    pub(super) fn len(&self) -> usize {
+        self.list.len()
+    }
+}
+
+impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
+    /// An empty shard holding entries of total charge at most `capacity`.
+    pub(super) fn new(capacity: usize) -> Self {
+        LruShard {
+            index: HashMap::new(),
+            list: LruList::new(),
+            capacity,
+        }
+    }
+
+    /// Inserts `key` as the most recently used entry, replacing any entry for
+    /// `key`, then evicts least recently used entries until the total charge
+    /// fits. Returns false, holding no entry for `key`, if `charge` exceeds
+    /// the capacity (or the capacity is 0).
+    pub(super) fn insert(
+        &mut self,
+        key: K,
+        value: V,
+        charge: usize,
+        dropped: &mut Vec<(K, V)>,
+    ) -> bool {
+        // Remove first: the old entry's charge must not count against the new
+        // one, and a rejected insert must not leave a stale value behind.
+        if let Some(old) = self.remove(&key) {
+            dropped.push(old);
+        }
+        if self.capacity == 0 || charge > self.capacity {
+            return false;
+        }
+        // `capacity - charge` cannot underflow (checked above), and comparing
+        // against it cannot overflow where `usage + charge` might.
+        self.evict_while_over(self.capacity - charge, dropped);
+        let slot = self.list.push_mru(key.clone(), value, charge);
+        self.index.insert(key, slot);
+        self.check_invariants_if_enabled();
+        true
+    }
+
+    /// A clone of the value for `key`, which becomes the most recently used.
+    pub(super) fn get(&mut self, key: &K) -> Option<V> {
+        let slot = *self.index.get(key)?;
+        self.list.touch(slot);
+        Some(self.list.value(slot).clone())
+    }
+
+    /// Removes and returns the entry for `key`.
+    pub(super) fn remove(&mut self, key: &K) -> Option<(K, V)> {
+        let slot = self.index.remove(key)?;
+        let entry = self.list.remove(slot);
+        self.check_invariants_if_enabled();
+        Some((entry.key, entry.value))
+    }
+
+    /// Removes every entry whose key satisfies `pred`. O(entries).
+    pub(super) fn remove_if(&mut self, pred: &dyn Fn(&K) -> bool, dropped: &mut Vec<(K, V)>) {
+        let list = &mut self.list;
+        self.index.retain(|key, &mut slot| {
+            if !pred(key) {
+                return true;
+            }
+            let entry = list.remove(slot);
+            dropped.push((entry.key, entry.value));
+            false
+        });
+        self.check_invariants_if_enabled();
+    }
+
+    /// Sets the capacity and evicts least recently used entries until the
+    /// total charge fits; capacity 0 empties the shard.
+    pub(super) fn set_capacity(&mut self, capacity: usize, dropped: &mut Vec<(K, V)>) {
+        self.capacity = capacity;
+        if capacity == 0 {
+            // Zero-charge entries fit under any total, but capacity 0 means
+            // nothing is cached.
+            while self.evict_lru(dropped) {}
+        } else {
+            self.evict_while_over(capacity, dropped);
+        }
+        self.check_invariants_if_enabled();
+    }
+
+    /// Evicts least recently used entries while the total charge exceeds
+    /// `usage_max`.
+    fn evict_while_over(&mut self, usage_max: usize, dropped: &mut Vec<(K, V)>) {
+        // Each pass removes an entry, so this runs at most `len` times.
+        while self.list.charge_total() > usage_max {
+            let evicted = self.evict_lru(dropped);
+            assert!(evicted, "charge total > 0 with an empty LRU list");
+        }
+    }
+
+    /// Evicts the least recently used entry; false if the shard is empty.
+    fn evict_lru(&mut self, dropped: &mut Vec<(K, V)>) -> bool {
+        let Some(slot) = self.list.lru() else {
+            return false;
+        };
+        let entry = self.list.remove(slot);
+        let indexed = self.index.remove(&entry.key);
+        assert_eq!(indexed, Some(slot), "evicted LRU entry was not indexed");
+        dropped.push((entry.key, entry.value));
+        true
+    }
+
+    fn check_invariants_if_enabled(&self) {
+        #[cfg(feature = "invariants")]
+        self.check_invariants();
+    }
+
+    /// Panics unless the index, the list and the capacity agree. O(entries).
+    #[cfg(any(test, feature = "invariants"))]
+    pub(super) fn check_invariants(&self) {
+        self.list.check_invariants();
+        assert_eq!(self.index.len(), self.list.len(), "index and list sizes");
+        for (slot, key) in self.list.iter_mru_to_lru() {
+            assert_eq!(
+                self.index.get(key),
+                Some(&slot),
+                "index disagrees with list"
+            );
+        }
+        assert!(
+            self.usage() <= self.capacity,
+            "shard usage {} over capacity {}",
+            self.usage(),
+            self.capacity
+        );
+    }
+
+    /// Keys from most to least recently used.
+    #[cfg(test)]
+    pub(super) fn keys_mru_to_lru(&self) -> Vec<K> {
+        self.list
+            .iter_mru_to_lru()
+            .map(|(_, key)| key.clone())
+            .collect()
+    }
+}

@@ -1,0 +1,190 @@
+//! The state shared by a database's handles and background threads, and
+//! its lock discipline.
+//!
+//! Lock order: `state` is the only long-lived lock. The write leader, flush
+//! and compaction release it while doing I/O (`MutexGuard::unlocked`) and
+//! re-take it to install results. Readers take it briefly to copy a
+//! [`SuperVersion`] (Arcs of the memtables and the current version).
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::env::{FileLock, FileSystem};
+use crate::error::{Error, Result};
+use crate::key::{Comparator, InternalKeyComparator, SequenceNumber};
+use crate::memtable::MemTable;
+use crate::version::{add_live_files, Version, VersionSet, NUM_LEVELS};
+use crate::wal::LogWriter;
+
+use super::filename::{parse_file_name, table_file_name, FileType};
+use super::options::Options;
+use super::table_cache::TableCache;
+use super::write_batch::WriteBatch;
+
+/// A writer waiting in the group-commit queue.
+pub(crate) struct Writer {
+    pub(crate) slot: Mutex<WriterSlot>,
+    pub(crate) sync: bool,
+    pub(crate) disable_wal: bool,
+    pub(crate) cv: Condvar,
+}
+
+pub(crate) struct WriterSlot {
+    /// None for a flush request (it only makes room).
+    pub(crate) batch: Option<WriteBatch>,
+    pub(crate) done: bool,
+    pub(crate) result: Result<()>,
+}
+
+/// An immutable memtable waiting to be flushed, with the log holding its
+/// writes.
+pub(crate) struct ImmMemTable {
+    pub(crate) mem: Arc<MemTable>,
+    pub(crate) log_number: u64,
+}
+
+/// Everything behind the database mutex.
+pub(crate) struct DbState {
+    pub(crate) mem: Arc<MemTable>,
+    /// The log receiving writes to `mem`.
+    pub(crate) log: Option<LogWriter>,
+    pub(crate) log_number: u64,
+    /// Oldest first.
+    pub(crate) imm: VecDeque<ImmMemTable>,
+    pub(crate) versions: VersionSet,
+    /// The first background failure; once set, writes fail with it.
+    pub(crate) bg_error: Option<Error>,
+    pub(crate) writers: VecDeque<Arc<Writer>>,
+    pub(crate) flush_running: bool,
+    pub(crate) compaction_running: bool,
+    /// Files being written that no version references yet.
+    pub(crate) pending_outputs: HashSet<u64>,
+    /// Live snapshots: sequence → count.
+    pub(crate) snapshots: BTreeMap<SequenceNumber, usize>,
+    /// Versions that were current once and may still be read.
+    pub(crate) old_versions: Vec<Weak<Version>>,
+    /// Per level, the largest key of the last compaction (round robin).
+    pub(crate) compact_pointer: [Vec<u8>; NUM_LEVELS],
+    /// Statistics: bytes written by flushes and compactions, per level.
+    pub(crate) stats: [LevelStats; NUM_LEVELS],
+}
+
+/// Compaction statistics of one level.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct LevelStats {
+    pub(crate) bytes_read: u64,
+    pub(crate) bytes_written: u64,
+    pub(crate) bytes_moved: u64,
+    pub(crate) micros: u64,
+    pub(crate) count: u64,
+}
+
+/// What a read needs, copied under the lock.
+pub(crate) struct SuperVersion {
+    pub(crate) mem: Arc<MemTable>,
+    /// Newest first.
+    pub(crate) imm: Vec<Arc<MemTable>>,
+    pub(crate) version: Arc<Version>,
+    pub(crate) sequence: SequenceNumber,
+}
+
+pub(crate) struct DbInner {
+    pub(crate) dir: PathBuf,
+    pub(crate) opts: Options,
+    pub(crate) fs: Arc<dyn FileSystem>,
+    pub(crate) icmp: InternalKeyComparator,
+    pub(crate) user_cmp: Arc<dyn Comparator>,
+    pub(crate) table_cache: TableCache,
+    pub(crate) state: Mutex<DbState>,
+    /// Signalled when background work finishes (memtable flushed, L0
+    /// shrunk, error recorded): stalled writers and `flush` wait on it.
+    pub(crate) bg_done: Condvar,
+    /// Signalled when there may be background work.
+    pub(crate) bg_work: Condvar,
+    pub(crate) shutting_down: AtomicBool,
+    pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
+    pub(crate) _lock: Box<dyn FileLock>,
+}
+
+impl DbInner {
+    /// Copies what a read needs.
+    pub(crate) fn super_version(&self) -> SuperVersion {
+        let st = self.state.lock();
+        SuperVersion {
+            mem: st.mem.clone(),
+            imm: st.imm.iter().rev().map(|m| m.mem.clone()).collect(),
+            version: st.versions.current(),
+            sequence: st.versions.last_sequence(),
+        }
+    }
+
+    /// Records a background failure: writes stop with it from now on.
+    pub(crate) fn set_bg_error(&self, st: &mut DbState, e: Error) {
+        if st.bg_error.is_none() {
+            st.bg_error = Some(e);
+        }
+        self.bg_done.notify_all();
+    }
+
+    /// The oldest sequence number a live snapshot can read, or the last
+    /// sequence if there is no snapshot.
+    pub(crate) fn smallest_snapshot(st: &DbState) -> SequenceNumber {
+        st.snapshots
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or_else(|| st.versions.last_sequence())
+    }
+
+    /// Moves the current version to the list of older ones before `f`
+    /// installs a new one.
+    pub(crate) fn remember_current(st: &mut DbState) {
+        let old = Arc::downgrade(&st.versions.current());
+        st.old_versions.retain(|w| w.strong_count() > 0);
+        st.old_versions.push(old);
+    }
+
+    /// Deletes files no version, pending output or live log needs.
+    pub(crate) fn delete_obsolete_files(&self, st: &mut DbState) {
+        let mut live = st.versions.live_files();
+        st.old_versions.retain(|w| w.strong_count() > 0);
+        for v in st.old_versions.iter().filter_map(Weak::upgrade) {
+            add_live_files(&v, &mut live);
+        }
+        live.extend(st.pending_outputs.iter().copied());
+        let manifest = st.versions.manifest_file_number();
+        let Ok(names) = self.fs.list(&self.dir) else {
+            return;
+        };
+        for name in names {
+            let Some((kind, number)) = parse_file_name(&name) else {
+                continue;
+            };
+            let keep = match kind {
+                // Logs below the manifest's log number are flushed durably.
+                FileType::Log => number >= st.versions.log_number(),
+                FileType::Manifest => number >= manifest,
+                FileType::Table => live.contains(&number),
+                FileType::Temp => live.contains(&number),
+                FileType::Current | FileType::Lock | FileType::InfoLog => true,
+            };
+            if !keep {
+                if kind == FileType::Table {
+                    self.table_cache.evict(number);
+                }
+                // A failed delete leaves garbage, not damage; the next pass retries.
+                let _ = self.fs.remove(&self.dir.join(&name));
+            }
+        }
+        debug_assert!(st
+            .versions
+            .current()
+            .all_files()
+            .all(|f| self.fs.exists(&table_file_name(&self.dir, f.number))));
+    }
+}

@@ -1,0 +1,219 @@
+//! User iterators, shaped as the `rocksdb` crate's: a cursor
+//! ([`DBRawIterator`]) and a Rust iterator ([`DBIterator`]).
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::version::Version;
+
+use super::db_iter::DBIter;
+use super::inner::DbInner;
+use super::options::ReadOptions;
+use super::DB;
+
+/// A cursor over the database at one sequence number, as
+/// `rocksdb::DBRawIterator`. Holds the memtables and files it reads.
+pub struct DBRawIterator<'a> {
+    iter: DBIter,
+    _version: Arc<Version>,
+    _db: PhantomData<&'a DB>,
+}
+
+impl std::fmt::Debug for DBRawIterator<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DBRawIterator")
+            .field("valid", &self.iter.valid())
+            .finish()
+    }
+}
+
+impl<'a> DBRawIterator<'a> {
+    pub(crate) fn new(db: &Arc<DbInner>, ro: &ReadOptions) -> DBRawIterator<'a> {
+        let sv = db.super_version();
+        let seq = ro.snapshot.unwrap_or(sv.sequence);
+        let inner: Box<dyn InternalIterator> = match db.internal_iter(&sv, ro.fill_cache) {
+            Ok(it) => Box::new(it),
+            Err(e) => Box::new(ErrorIterator(e)),
+        };
+        let iter = DBIter::new(
+            inner,
+            db.user_cmp.clone(),
+            seq,
+            ro.lower_bound.clone(),
+            ro.upper_bound.clone(),
+        );
+        DBRawIterator {
+            iter,
+            _version: sv.version,
+            _db: PhantomData,
+        }
+    }
+
+    /// True while positioned at an entry.
+    pub fn valid(&self) -> bool {
+        self.iter.valid()
+    }
+    /// Positions at the first key.
+    pub fn seek_to_first(&mut self) {
+        self.iter.seek_to_first();
+    }
+    /// Positions at the last key.
+    pub fn seek_to_last(&mut self) {
+        self.iter.seek_to_last();
+    }
+    /// Positions at the first key >= `key`.
+    pub fn seek<K: AsRef<[u8]>>(&mut self, key: K) {
+        self.iter.seek(key.as_ref());
+    }
+    /// Positions at the last key <= `key`.
+    pub fn seek_for_prev<K: AsRef<[u8]>>(&mut self, key: K) {
+        self.iter.seek_for_prev(key.as_ref());
+    }
+    /// Moves to the next key.
+    pub fn next(&mut self) {
+        if self.iter.valid() {
+            self.iter.next();
+        }
+    }
+    /// Moves to the previous key.
+    pub fn prev(&mut self) {
+        if self.iter.valid() {
+            self.iter.prev();
+        }
+    }
+    /// The current key.
+    pub fn key(&self) -> Option<&[u8]> {
+        self.iter.valid().then(|| self.iter.key())
+    }
+    /// The current value.
+    pub fn value(&self) -> Option<&[u8]> {
+        self.iter.valid().then(|| self.iter.value())
+    }
+    /// The current key and value.
+    pub fn item(&self) -> Option<(&[u8], &[u8])> {
+        self.iter
+            .valid()
+            .then(|| (self.iter.key(), self.iter.value()))
+    }
+    /// The first error met, if any.
+    pub fn status(&self) -> Result<()> {
+        self.iter.status()
+    }
+}
+
+/// Iteration direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Increasing keys.
+    Forward,
+    /// Decreasing keys.
+    Reverse,
+}
+
+/// Where a [`DBIterator`] starts.
+#[derive(Debug, Clone, Copy)]
+pub enum IteratorMode<'a> {
+    /// The first key, forward.
+    Start,
+    /// The last key, backward.
+    End,
+    /// From a key, in a direction (Reverse starts at the last key <= it).
+    From(&'a [u8], Direction),
+}
+
+/// A Rust iterator of `(key, value)` pairs, as `rocksdb::DBIterator`.
+/// Yields one `Err` and then ends if a read fails.
+pub struct DBIterator<'a> {
+    raw: DBRawIterator<'a>,
+    direction: Direction,
+    done: bool,
+}
+
+impl std::fmt::Debug for DBIterator<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DBIterator")
+            .field("direction", &self.direction)
+            .finish()
+    }
+}
+
+impl<'a> DBIterator<'a> {
+    pub(crate) fn new(raw: DBRawIterator<'a>, mode: IteratorMode<'_>) -> DBIterator<'a> {
+        let mut it = DBIterator {
+            raw,
+            direction: Direction::Forward,
+            done: false,
+        };
+        it.set_mode(mode);
+        it
+    }
+
+    /// Repositions the iterator.
+    pub fn set_mode(&mut self, mode: IteratorMode<'_>) {
+        self.done = false;
+        match mode {
+            IteratorMode::Start => {
+                self.raw.seek_to_first();
+                self.direction = Direction::Forward;
+            }
+            IteratorMode::End => {
+                self.raw.seek_to_last();
+                self.direction = Direction::Reverse;
+            }
+            IteratorMode::From(key, Direction::Forward) => {
+                self.raw.seek(key);
+                self.direction = Direction::Forward;
+            }
+            IteratorMode::From(key, Direction::Reverse) => {
+                self.raw.seek_for_prev(key);
+                self.direction = Direction::Reverse;
+            }
+        }
+    }
+}
+
+impl Iterator for DBIterator<'_> {
+    type Item = Result<(Box<[u8]>, Box<[u8]>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let Some((k, v)) = self.raw.item() else {
+            self.done = true;
+            return self.raw.status().err().map(Err);
+        };
+        let item = (Box::from(k), Box::from(v));
+        match self.direction {
+            Direction::Forward => self.raw.next(),
+            Direction::Reverse => self.raw.prev(),
+        }
+        Some(Ok(item))
+    }
+}
+
+/// An iterator with nothing in it but an error.
+struct ErrorIterator(Error);
+
+impl InternalIterator for ErrorIterator {
+    fn valid(&self) -> bool {
+        false
+    }
+    fn seek_to_first(&mut self) {}
+    fn seek_to_last(&mut self) {}
+    fn seek(&mut self, _: &[u8]) {}
+    fn seek_for_prev(&mut self, _: &[u8]) {}
+    fn next(&mut self) {}
+    fn prev(&mut self) {}
+    fn key(&self) -> &[u8] {
+        &[]
+    }
+    fn value(&self) -> &[u8] {
+        &[]
+    }
+    fn status(&self) -> Result<()> {
+        Err(self.0.clone())
+    }
+}

@@ -1,0 +1,215 @@
+//! Iterates over the files of one sorted level (1 or deeper) as one
+//! sequence, opening each table only when the iteration reaches it.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::iter::InternalIterator;
+use crate::key::Comparator;
+use crate::key::InternalKeyComparator;
+use crate::sst::TableIterator;
+use crate::version::Version;
+
+use super::inner::DbInner;
+
+/// A concatenating iterator over `version.files(level)`.
+pub(crate) struct LevelIterator {
+    db: Arc<DbInner>,
+    version: Arc<Version>,
+    level: usize,
+    icmp: InternalKeyComparator,
+    fill_cache: bool,
+    /// Index of the open file; `files.len()` when none.
+    index: usize,
+    table: Option<TableIterator>,
+    status: Result<()>,
+}
+
+impl LevelIterator {
+    pub(crate) fn new(
+        db: Arc<DbInner>,
+        version: Arc<Version>,
+        level: usize,
+        fill_cache: bool,
+    ) -> LevelIterator {
+        let icmp = db.icmp.clone();
+        let n = version.num_files(level);
+        LevelIterator {
+            db,
+            version,
+            level,
+            icmp,
+            fill_cache,
+            index: n,
+            table: None,
+            status: Ok(()),
+        }
+    }
+
+    fn num_files(&self) -> usize {
+        self.version.num_files(self.level)
+    }
+
+    /// Opens file `index` (or closes when out of range).
+    fn open(&mut self, index: usize) {
+        if index >= self.num_files() {
+            self.index = self.num_files();
+            self.table = None;
+            return;
+        }
+        if self.table.is_some() && self.index == index {
+            return;
+        }
+        let number = self.version.files(self.level)[index].number;
+        match self.db.table_cache.get(number) {
+            Ok(t) => {
+                self.table = Some(t.iter_opt(self.fill_cache));
+                self.index = index;
+            }
+            Err(e) => {
+                if self.status.is_ok() {
+                    self.status = Err(e);
+                }
+                self.table = None;
+                self.index = self.num_files();
+            }
+        }
+    }
+
+    fn table_failed(&mut self) -> bool {
+        if let Some(t) = &self.table {
+            if let Err(e) = t.status() {
+                if self.status.is_ok() {
+                    self.status = Err(e);
+                }
+                self.table = None;
+                return true;
+            }
+        }
+        self.status.is_err()
+    }
+
+    fn skip_forward(&mut self) {
+        while !self.table.as_ref().is_some_and(|t| t.valid()) {
+            if self.table_failed() || self.index + 1 >= self.num_files() {
+                self.table = None;
+                return;
+            }
+            self.open(self.index + 1);
+            if let Some(t) = &mut self.table {
+                t.seek_to_first();
+            }
+        }
+    }
+
+    fn skip_backward(&mut self) {
+        while !self.table.as_ref().is_some_and(|t| t.valid()) {
+            if self.table_failed() || self.index == 0 || self.index >= self.num_files() {
+                self.table = None;
+                return;
+            }
+            self.open(self.index - 1);
+            if let Some(t) = &mut self.table {
+                t.seek_to_last();
+            }
+        }
+    }
+}
+
+impl InternalIterator for LevelIterator {
+    fn valid(&self) -> bool {
+        self.status.is_ok() && self.table.as_ref().is_some_and(|t| t.valid())
+    }
+
+    fn seek_to_first(&mut self) {
+        self.open(0);
+        if let Some(t) = &mut self.table {
+            t.seek_to_first();
+        }
+        self.skip_forward();
+    }
+
+    fn seek_to_last(&mut self) {
+        let n = self.num_files();
+        if n == 0 {
+            self.table = None;
+            return;
+        }
+        self.open(n - 1);
+        if let Some(t) = &mut self.table {
+            t.seek_to_last();
+        }
+        self.skip_backward();
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        let i = self.version.find_file(&self.icmp, self.level, target);
+        self.open(i);
+        if let Some(t) = &mut self.table {
+            t.seek(target);
+        }
+        self.skip_forward();
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        let i = self.version.find_file(&self.icmp, self.level, target);
+        let n = self.num_files();
+        // The file that may hold the last key <= target is file i, unless
+        // its smallest key is already past the target.
+        let i = if i < n
+            && self
+                .icmp
+                .compare(self.version.files(self.level)[i].smallest.encoded(), target)
+                != Ordering::Greater
+        {
+            i
+        } else if i == 0 {
+            self.table = None;
+            return;
+        } else {
+            i - 1
+        };
+        self.open(i);
+        if let Some(t) = &mut self.table {
+            t.seek_for_prev(target);
+        }
+        self.skip_backward();
+    }
+
+    fn next(&mut self) {
+        if let Some(t) = &mut self.table {
+            t.next();
+        }
+        self.skip_forward();
+    }
+
+    fn prev(&mut self) {
+        if let Some(t) = &mut self.table {
+            t.prev();
+        }
+        self.skip_backward();
+    }
+
+    fn key(&self) -> &[u8] {
+        self.table
+            .as_ref()
+            .expect("key() on an invalid LevelIterator")
+            .key()
+    }
+
+    fn value(&self) -> &[u8] {
+        self.table
+            .as_ref()
+            .expect("value() on an invalid LevelIterator")
+            .value()
+    }
+
+    fn status(&self) -> Result<()> {
+        self.status.clone()?;
+        match &self.table {
+            Some(t) => t.status(),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Opening a database: checks, lock, manifest recovery, log replay.
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::key::InternalKeyComparator;
+use crate::memtable::MemTable;
+use crate::version::{VersionEdit, VersionSet};
+use crate::wal::{LogReader, LogWriter};
+
+use super::filename::{
+    current_file_name, lock_file_name, log_file_name, parse_file_name, table_file_name, FileType,
+};
+use super::inner::{DbInner, DbState, LevelStats};
+use super::options::Options;
+use super::table_cache::TableCache;
+use super::write::insert_into;
+use super::write_batch::WriteBatch;
+
+/// Block cache used when the options name none: 32 MiB, as RocksDB.
+const DEFAULT_BLOCK_CACHE_BYTES: usize = 32 << 20;
+
+/// Opens (or creates) the database in `dir` and starts its background
+/// threads.
+pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
+    opts.validate()?;
+    let fs = opts.fs.clone();
+    let shown = dir.display();
+    if fs.exists(dir) && !fs.is_dir(dir) {
+        return Err(Error::invalid_argument(format!(
+            "{shown} exists and is not a directory"
+        )));
+    }
+    let has_db = fs.exists(&current_file_name(dir));
+    if !has_db && !opts.create_if_missing {
+        return Err(Error::invalid_argument(format!(
+            "{shown} holds no database (no CURRENT file) and create_if_missing is false"
+        )));
+    }
+    if has_db && opts.error_if_exists {
+        return Err(Error::invalid_argument(format!(
+            "{shown} already holds a database and error_if_exists is true"
+        )));
+    }
+    fs.create_dir_all(dir)?;
+    let lock = fs.lock(&lock_file_name(dir)).map_err(|e| match e {
+        Error::Busy(what) => Error::Busy(format!(
+            "database {shown} is already open (LOCK is held): {what}"
+        )),
+        e => e,
+    })?;
+    let ucmp = opts.comparator.clone();
+    let icmp = InternalKeyComparator::new(ucmp.clone());
+    let versions = if has_db {
+        VersionSet::recover(fs.clone(), dir, icmp.clone())?
+    } else {
+        VersionSet::create_new(fs.clone(), dir, icmp.clone())?
+    };
+    for f in versions.current().all_files() {
+        let path = table_file_name(dir, f.number);
+        if !fs.exists(&path) {
+            return Err(Error::corruption(
+                path.display().to_string(),
+                0,
+                "table file named by the manifest is missing",
+            ));
+        }
+    }
+    let block_cache = match (&opts.table.cache, opts.table.no_block_cache) {
+        (_, true) => None,
+        (Some(c), false) => Some(c.inner.clone()),
+        (None, false) => Some(Arc::new(BlockCache::new(DEFAULT_BLOCK_CACHE_BYTES, None))),
+    };
+    let table_cache = TableCache::new(
+        dir.to_owned(),
+        fs.clone(),
+        ucmp.clone(),
+        block_cache,
+        opts.max_open_files,
+    );
+    let inner = Arc::new(DbInner {
+        dir: dir.to_owned(),
+        opts: opts.clone(),
+        fs: fs.clone(),
+        icmp: icmp.clone(),
+        user_cmp: ucmp,
+        table_cache,
+        state: Mutex::new(DbState {
+            mem: Arc::new(MemTable::new(icmp)),
+            log: None,
+            log_number: 0,
+            imm: Default::default(),
+            versions,
+            bg_error: None,
+            writers: Default::default(),
+            flush_running: false,
+            compaction_running: false,
+            pending_outputs: Default::default(),
+            snapshots: Default::default(),
+            old_versions: Vec::new(),
+            compact_pointer: Default::default(),
+            stats: [LevelStats::default(); crate::version::NUM_LEVELS],
+        }),
+        bg_done: Condvar::new(),
+        bg_work: Condvar::new(),
+        shutting_down: AtomicBool::new(false),
+        threads: Mutex::new(Vec::new()),
+        _lock: lock,
+    });
+    inner.recover_logs()?;
+    for _ in 0..opts.max_background_jobs {
+        let db = inner.clone();
+        let handle = std::thread::Builder::new()
+            .name("strata-bg".into())
+            .spawn(move || db.background_loop())
+            .map_err(|e| Error::io("spawning a background thread", e))?;
+        inner.threads.lock().push(handle);
+    }
+    inner.bg_work.notify_all();
+    Ok(inner)
+}
+
+impl DbInner {
+    /// Replays the logs the manifest does not cover into L0 tables, then
+    /// starts a fresh log and records all of it in one manifest edit.
+    fn recover_logs(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        let min_log = st.versions.log_number();
+        let mut logs = Vec::new();
+        for name in self.fs.list(&self.dir)? {
+            if let Some((kind, number)) = parse_file_name(&name) {
+                st.versions.mark_file_number_used(number);
+                if kind == FileType::Log && number >= min_log {
+                    logs.push(number);
+                }
+            }
+        }
+        logs.sort_unstable();
+        let mut edit = VersionEdit::new();
+        let mut max_seq = st.versions.last_sequence();
+        let mut mem = Arc::new(MemTable::new(self.icmp.clone()));
+        for &number in &logs {
+            let path = log_file_name(&self.dir, number);
+            let name = path.display().to_string();
+            let mut reader = LogReader::new(
+                self.fs.open_sequential(&path)?,
+                name.clone(),
+                self.opts.wal_recovery_mode,
+            );
+            let mut record = Vec::new();
+            while reader.read_record(&mut record)? {
+                let batch = WriteBatch::from_record(&record, &name, reader.last_record_offset())?;
+                let first = batch.sequence();
+                insert_into(&mem, &batch, first);
+                max_seq = max_seq.max(first + batch.len() as u64 - 1);
+                if mem.approximate_memory_usage() >= self.opts.write_buffer_size {
+                    self.flush_recovered(&mut st, &mem, &mut edit)?;
+                    mem = Arc::new(MemTable::new(self.icmp.clone()));
+                }
+            }
+        }
+        if !mem.is_empty() {
+            self.flush_recovered(&mut st, &mem, &mut edit)?;
+        }
+        st.versions.set_last_sequence(max_seq);
+        let number = st.versions.new_file_number();
+        let file = self.fs.create(&log_file_name(&self.dir, number))?;
+        self.fs.sync_dir(&self.dir)?;
+        edit.set_log_number(number);
+        st.versions.log_and_apply(&mut edit)?;
+        st.log = Some(LogWriter::new(file));
+        st.log_number = number;
+        self.delete_obsolete_files(&mut st);
+        Ok(())
+    }
+
+    fn flush_recovered(
+        &self,
+        st: &mut DbState,
+        mem: &Arc<MemTable>,
+        edit: &mut VersionEdit,
+    ) -> Result<()> {
+        let number = st.versions.new_file_number();
+        let mut it = mem.iter();
+        crate::iter::InternalIterator::seek_to_first(&mut it);
+        if let Some(f) = self.write_table(&mut it, number)? {
+            edit.add_new_file(0, f);
+        }
+        Ok(())
+    }
+}

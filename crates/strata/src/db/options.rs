@@ -1,0 +1,435 @@
+//! Options, named and shaped as in the `rocksdb` crate so that code moves
+//! over with few changes: [`Options`], [`BlockBasedOptions`], [`Cache`],
+//! [`WriteOptions`], [`ReadOptions`].
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use crate::cache::BlockCache;
+use crate::compression::CompressionType;
+use crate::env::{FileSystem, PosixFileSystem};
+use crate::error::{Error, Result};
+use crate::key::{BytewiseComparator, Comparator, SequenceNumber};
+use crate::sst::TableOptions;
+use crate::wal::WalRecoveryMode;
+
+/// Compression types, as `rocksdb::DBCompressionType` (the subset Strata
+/// implements).
+pub type DBCompressionType = CompressionType;
+/// Log recovery policies, as `rocksdb::DBRecoveryMode`.
+pub type DBRecoveryMode = WalRecoveryMode;
+
+/// A block cache shared by any number of databases, as `rocksdb::Cache`.
+#[derive(Clone, Debug)]
+pub struct Cache {
+    pub(crate) inner: Arc<BlockCache>,
+}
+
+impl Cache {
+    /// An LRU cache holding up to `capacity` bytes of blocks.
+    pub fn new_lru_cache(capacity: usize) -> Cache {
+        Cache {
+            inner: Arc::new(BlockCache::new(capacity, None)),
+        }
+    }
+
+    /// Bytes of blocks held.
+    pub fn get_usage(&self) -> usize {
+        self.inner.usage()
+    }
+
+    /// Changes the capacity, evicting as needed.
+    pub fn set_capacity(&mut self, capacity: usize) {
+        self.inner.set_capacity(capacity);
+    }
+}
+
+/// Table-format options, as `rocksdb::BlockBasedOptions`.
+#[derive(Clone, Debug)]
+pub struct BlockBasedOptions {
+    pub(crate) block_size: usize,
+    pub(crate) block_restart_interval: usize,
+    pub(crate) index_block_restart_interval: usize,
+    pub(crate) bloom_bits_per_key: f64,
+    pub(crate) cache: Option<Cache>,
+    pub(crate) no_block_cache: bool,
+}
+
+impl Default for BlockBasedOptions {
+    fn default() -> Self {
+        BlockBasedOptions {
+            block_size: 4096,
+            block_restart_interval: 16,
+            index_block_restart_interval: 1,
+            bloom_bits_per_key: 0.0,
+            cache: None,
+            no_block_cache: false,
+        }
+    }
+}
+
+impl BlockBasedOptions {
+    /// Target uncompressed size of a data block (default 4096).
+    pub fn set_block_size(&mut self, size: usize) {
+        self.block_size = size;
+    }
+
+    /// Entries between restart points in data blocks (default 16).
+    pub fn set_block_restart_interval(&mut self, interval: i32) {
+        self.block_restart_interval = interval.max(0) as usize;
+    }
+
+    /// Entries between restart points in index blocks (default 1).
+    pub fn set_index_block_restart_interval(&mut self, interval: i32) {
+        self.index_block_restart_interval = interval.max(0) as usize;
+    }
+
+    /// A bloom filter per table with `bits_per_key`. Strata always builds
+    /// whole-table, cache-local filters, so `block_based` is ignored.
+    pub fn set_bloom_filter(&mut self, bits_per_key: f64, _block_based: bool) {
+        self.bloom_bits_per_key = bits_per_key;
+    }
+
+    /// Uses `cache` for data blocks (default: a private 32 MiB cache).
+    pub fn set_block_cache(&mut self, cache: &Cache) {
+        self.cache = Some(cache.clone());
+        self.no_block_cache = false;
+    }
+
+    /// Reads every data block from its file.
+    pub fn disable_cache(&mut self) {
+        self.no_block_cache = true;
+        self.cache = None;
+    }
+}
+
+/// Database options, as `rocksdb::Options`.
+#[derive(Clone)]
+pub struct Options {
+    pub(crate) create_if_missing: bool,
+    pub(crate) error_if_exists: bool,
+    pub(crate) write_buffer_size: usize,
+    pub(crate) max_write_buffer_number: usize,
+    pub(crate) target_file_size_base: u64,
+    pub(crate) target_file_size_multiplier: u64,
+    pub(crate) max_bytes_for_level_base: u64,
+    pub(crate) max_bytes_for_level_multiplier: f64,
+    pub(crate) level0_file_num_compaction_trigger: usize,
+    pub(crate) level0_slowdown_writes_trigger: usize,
+    pub(crate) level0_stop_writes_trigger: usize,
+    pub(crate) max_background_jobs: usize,
+    pub(crate) max_open_files: i32,
+    pub(crate) compression: CompressionType,
+    pub(crate) disable_auto_compactions: bool,
+    pub(crate) level_compaction_dynamic_level_bytes: bool,
+    pub(crate) max_compaction_bytes: u64,
+    pub(crate) wal_recovery_mode: WalRecoveryMode,
+    pub(crate) comparator: Arc<dyn Comparator>,
+    pub(crate) fs: Arc<dyn FileSystem>,
+    pub(crate) table: BlockBasedOptions,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("create_if_missing", &self.create_if_missing)
+            .field("write_buffer_size", &self.write_buffer_size)
+            .field("max_write_buffer_number", &self.max_write_buffer_number)
+            .field("target_file_size_base", &self.target_file_size_base)
+            .field("max_bytes_for_level_base", &self.max_bytes_for_level_base)
+            .field("compression", &self.compression)
+            .field("comparator", &self.comparator.name())
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: false,
+            error_if_exists: false,
+            write_buffer_size: 64 << 20,
+            max_write_buffer_number: 2,
+            target_file_size_base: 64 << 20,
+            target_file_size_multiplier: 1,
+            max_bytes_for_level_base: 256 << 20,
+            max_bytes_for_level_multiplier: 10.0,
+            level0_file_num_compaction_trigger: 4,
+            level0_slowdown_writes_trigger: 20,
+            level0_stop_writes_trigger: 36,
+            max_background_jobs: 2,
+            max_open_files: -1,
+            compression: CompressionType::Snappy,
+            disable_auto_compactions: false,
+            level_compaction_dynamic_level_bytes: false,
+            max_compaction_bytes: 0,
+            wal_recovery_mode: WalRecoveryMode::TolerateCorruptedTailRecords,
+            comparator: Arc::new(BytewiseComparator),
+            fs: Arc::new(PosixFileSystem::new()),
+            table: BlockBasedOptions::default(),
+        }
+    }
+}
+
+/// A comparison function, as the `rocksdb` crate's `CompareFn`.
+pub type CompareFn = dyn Fn(&[u8], &[u8]) -> Ordering + Send + Sync;
+
+struct FnComparator {
+    name: String,
+    f: Box<CompareFn>,
+}
+
+impl std::fmt::Debug for FnComparator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FnComparator({})", self.name)
+    }
+}
+
+impl Comparator for FnComparator {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+        (self.f)(a, b)
+    }
+}
+
+impl Options {
+    /// Creates the database if it does not exist.
+    pub fn create_if_missing(&mut self, v: bool) {
+        self.create_if_missing = v;
+    }
+    /// Fails the open if the database already exists.
+    pub fn set_error_if_exists(&mut self, v: bool) {
+        self.error_if_exists = v;
+    }
+    /// Bytes of a memtable before it is switched and flushed.
+    pub fn set_write_buffer_size(&mut self, size: usize) {
+        self.write_buffer_size = size;
+    }
+    /// Memtables (active + immutable) before writes stop.
+    pub fn set_max_write_buffer_number(&mut self, n: i32) {
+        self.max_write_buffer_number = n.max(0) as usize;
+    }
+    /// Target size of table files in L1.
+    pub fn set_target_file_size_base(&mut self, size: u64) {
+        self.target_file_size_base = size;
+    }
+    /// Growth of the target file size per level.
+    pub fn set_target_file_size_multiplier(&mut self, m: i32) {
+        self.target_file_size_multiplier = m.max(0) as u64;
+    }
+    /// Target bytes of L1.
+    pub fn set_max_bytes_for_level_base(&mut self, size: u64) {
+        self.max_bytes_for_level_base = size;
+    }
+    /// Growth of the target bytes per level.
+    pub fn set_max_bytes_for_level_multiplier(&mut self, m: f64) {
+        self.max_bytes_for_level_multiplier = m;
+    }
+    /// L0 files that trigger a compaction.
+    pub fn set_level_zero_file_num_compaction_trigger(&mut self, n: i32) {
+        self.level0_file_num_compaction_trigger = n.max(0) as usize;
+    }
+    /// L0 files at which writes are slowed.
+    pub fn set_level_zero_slowdown_writes_trigger(&mut self, n: i32) {
+        self.level0_slowdown_writes_trigger = n.max(0) as usize;
+    }
+    /// L0 files at which writes stop until compaction catches up.
+    pub fn set_level_zero_stop_writes_trigger(&mut self, n: i32) {
+        self.level0_stop_writes_trigger = n.max(0) as usize;
+    }
+    /// Background threads for flushes and compactions.
+    pub fn set_max_background_jobs(&mut self, n: i32) {
+        self.max_background_jobs = n.max(0) as usize;
+    }
+    /// Table files kept open (-1: no limit).
+    pub fn set_max_open_files(&mut self, n: i32) {
+        self.max_open_files = n;
+    }
+    /// Compression of table data blocks.
+    pub fn set_compression_type(&mut self, t: DBCompressionType) {
+        self.compression = t;
+    }
+    /// Turns automatic compactions off.
+    pub fn set_disable_auto_compactions(&mut self, v: bool) {
+        self.disable_auto_compactions = v;
+    }
+    /// Level targets computed from the last level upward.
+    pub fn set_level_compaction_dynamic_level_bytes(&mut self, v: bool) {
+        self.level_compaction_dynamic_level_bytes = v;
+    }
+    /// Bound on the bytes of one compaction (0: 25 × target file size).
+    pub fn set_max_compaction_bytes(&mut self, n: u64) {
+        self.max_compaction_bytes = n;
+    }
+    /// How much of a damaged log recovery accepts.
+    pub fn set_wal_recovery_mode(&mut self, mode: DBRecoveryMode) {
+        self.wal_recovery_mode = mode;
+    }
+    /// Orders keys with `compare_fn`, recorded under `name`.
+    pub fn set_comparator(&mut self, name: impl Into<String>, compare_fn: Box<CompareFn>) {
+        self.comparator = Arc::new(FnComparator {
+            name: name.into(),
+            f: compare_fn,
+        });
+    }
+    /// Orders keys with a [`Comparator`] (bytewise by default; see also
+    /// [`crate::key::ReverseBytewiseComparator`]).
+    pub fn set_comparator_object(&mut self, cmp: Arc<dyn Comparator>) {
+        self.comparator = cmp;
+    }
+    /// Table format options.
+    pub fn set_block_based_table_factory(&mut self, factory: &BlockBasedOptions) {
+        self.table = factory.clone();
+    }
+    /// The file system all files go through (default: the OS's).
+    pub fn set_file_system(&mut self, fs: Arc<dyn FileSystem>) {
+        self.fs = fs;
+    }
+
+    /// Rejects options no database can run with.
+    pub(crate) fn validate(&self) -> Result<()> {
+        let bad = |what: String| Err(Error::invalid_argument(what));
+        if self.write_buffer_size < 4096 {
+            return bad(format!(
+                "write_buffer_size {} is below 4096 bytes",
+                self.write_buffer_size
+            ));
+        }
+        if self.max_write_buffer_number < 2 {
+            return bad(format!(
+                "max_write_buffer_number {} must be at least 2",
+                self.max_write_buffer_number
+            ));
+        }
+        if self.target_file_size_base == 0 || self.max_bytes_for_level_base == 0 {
+            return bad(
+                "target_file_size_base and max_bytes_for_level_base must be positive".into(),
+            );
+        }
+        if self.target_file_size_multiplier == 0 {
+            return bad("target_file_size_multiplier must be positive".into());
+        }
+        if !(self.max_bytes_for_level_multiplier.is_finite()
+            && self.max_bytes_for_level_multiplier >= 1.0)
+        {
+            return bad(format!(
+                "max_bytes_for_level_multiplier {} must be >= 1",
+                self.max_bytes_for_level_multiplier
+            ));
+        }
+        if self.level0_file_num_compaction_trigger == 0 {
+            return bad("level0_file_num_compaction_trigger must be positive".into());
+        }
+        if self.max_background_jobs == 0 {
+            return bad("max_background_jobs must be positive".into());
+        }
+        if self.max_open_files >= 0 && self.max_open_files < 10 {
+            return bad(format!(
+                "max_open_files {} must be -1 or at least 10",
+                self.max_open_files
+            ));
+        }
+        self.table_options().validate()
+    }
+
+    pub(crate) fn table_options(&self) -> TableOptions {
+        TableOptions {
+            comparator: self.comparator.clone(),
+            block_size: self.table.block_size,
+            block_restart_interval: self.table.block_restart_interval,
+            index_block_restart_interval: self.table.index_block_restart_interval,
+            compression: self.compression,
+            bloom_bits_per_key: self.table.bloom_bits_per_key,
+        }
+    }
+
+    /// Target file size for outputs in `level` (1-based growth from L1).
+    pub(crate) fn target_file_size(&self, level: usize) -> u64 {
+        let mut size = self.target_file_size_base;
+        for _ in 1..level {
+            size = size.saturating_mul(self.target_file_size_multiplier);
+        }
+        size
+    }
+
+    /// Target bytes of `level` (>= 1) without dynamic level sizing.
+    pub(crate) fn max_bytes_for_level(&self, level: usize) -> u64 {
+        let mut bytes = self.max_bytes_for_level_base as f64;
+        for _ in 1..level {
+            bytes *= self.max_bytes_for_level_multiplier;
+        }
+        bytes.min(u64::MAX as f64) as u64
+    }
+}
+
+/// Per-write options, as `rocksdb::WriteOptions`.
+#[derive(Clone, Debug, Default)]
+pub struct WriteOptions {
+    pub(crate) sync: bool,
+    pub(crate) disable_wal: bool,
+}
+
+impl WriteOptions {
+    /// Default options: no sync, with the log.
+    pub fn new() -> WriteOptions {
+        WriteOptions::default()
+    }
+    /// Syncs the log before the write returns, making it durable.
+    pub fn set_sync(&mut self, sync: bool) {
+        self.sync = sync;
+    }
+    /// Skips the log: the write is lost on a crash before the next flush.
+    pub fn disable_wal(&mut self, disable: bool) {
+        self.disable_wal = disable;
+    }
+}
+
+/// Per-read options, as `rocksdb::ReadOptions`.
+#[derive(Clone, Debug)]
+pub struct ReadOptions {
+    pub(crate) snapshot: Option<SequenceNumber>,
+    pub(crate) lower_bound: Option<Vec<u8>>,
+    pub(crate) upper_bound: Option<Vec<u8>>,
+    pub(crate) fill_cache: bool,
+    pub(crate) verify_checksums: bool,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            snapshot: None,
+            lower_bound: None,
+            upper_bound: None,
+            fill_cache: true,
+            verify_checksums: true,
+        }
+    }
+}
+
+impl ReadOptions {
+    /// Reads as of `snapshot`. The snapshot must outlive the reads.
+    pub fn set_snapshot(&mut self, snapshot: &super::Snapshot<'_>) {
+        self.snapshot = Some(snapshot.sequence());
+    }
+    /// Iterators see no key below `key` (inclusive bound).
+    pub fn set_iterate_lower_bound<K: Into<Vec<u8>>>(&mut self, key: K) {
+        self.lower_bound = Some(key.into());
+    }
+    /// Iterators see no key at or above `key` (exclusive bound).
+    pub fn set_iterate_upper_bound<K: Into<Vec<u8>>>(&mut self, key: K) {
+        self.upper_bound = Some(key.into());
+    }
+    /// Whether blocks read are added to the block cache (default true).
+    pub fn fill_cache(&mut self, v: bool) {
+        self.fill_cache = v;
+    }
+    /// Accepted for compatibility. Strata checks the checksum of every block
+    /// it reads from a file whatever this says: hardware CRC32C costs about
+    /// 0.1 µs per 4 KiB block, and a wrong answer costs far more.
+    pub fn set_verify_checksums(&mut self, v: bool) {
+        self.verify_checksums = v;
+    }
+}

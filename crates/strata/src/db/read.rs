@@ -1,0 +1,171 @@
+//! The read path: point lookups through memtables and levels, and the
+//! internal iterator that user iterators are built on.
+
+use std::cmp::Ordering;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::error::Result;
+use crate::iter::merging::MergingIterator;
+use crate::iter::InternalIterator;
+use crate::key::{Comparator, InternalKey, SequenceNumber, ValueKind};
+use crate::memtable::{MemTable, MemTableGet};
+use crate::sst::filter::filter_hash;
+use crate::version::NUM_LEVELS;
+
+use super::inner::{DbInner, SuperVersion};
+use super::level_iter::LevelIterator;
+
+/// A value read by `get_pinned`: it borrows the block or memtable it was
+/// found in rather than copying it, and keeps that memory alive while held.
+pub struct DBPinnableSlice {
+    repr: Repr,
+}
+
+enum Repr {
+    Block(Bytes),
+    Mem {
+        _mem: Arc<MemTable>,
+        ptr: *const u8,
+        len: usize,
+    },
+}
+
+// SAFETY: `Mem` points into the arena of the memtable it holds an Arc to.
+// Arena bytes are written once, before the entry is published, never moved
+// and never freed before the memtable drops, so sharing the pointer across
+// threads is sharing immutable bytes.
+unsafe impl Send for DBPinnableSlice {}
+// SAFETY: as for Send; the bytes are never mutated.
+unsafe impl Sync for DBPinnableSlice {}
+
+impl DBPinnableSlice {
+    fn from_mem(mem: &Arc<MemTable>, value: &[u8]) -> DBPinnableSlice {
+        DBPinnableSlice {
+            repr: Repr::Mem {
+                _mem: mem.clone(),
+                ptr: value.as_ptr(),
+                len: value.len(),
+            },
+        }
+    }
+
+    /// The value's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        self
+    }
+
+    /// Copies the value into a `Vec`.
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.as_bytes().to_vec()
+    }
+}
+
+impl Deref for DBPinnableSlice {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.repr {
+            Repr::Block(b) => b,
+            // SAFETY: see the Send impl: the memtable (and so the arena
+            // holding these `len` bytes) lives as long as `self`.
+            Repr::Mem { ptr, len, .. } => unsafe { std::slice::from_raw_parts(*ptr, *len) },
+        }
+    }
+}
+
+impl AsRef<[u8]> for DBPinnableSlice {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl std::fmt::Debug for DBPinnableSlice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DBPinnableSlice({} bytes)", self.len())
+    }
+}
+
+impl PartialEq<[u8]> for DBPinnableSlice {
+    fn eq(&self, other: &[u8]) -> bool {
+        self.as_bytes() == other
+    }
+}
+
+impl DbInner {
+    /// The newest value of `key` visible at `snapshot` (or now).
+    pub(crate) fn get(
+        &self,
+        key: &[u8],
+        snapshot: Option<SequenceNumber>,
+        fill_cache: bool,
+    ) -> Result<Option<DBPinnableSlice>> {
+        let sv = self.super_version();
+        let seq = snapshot.unwrap_or(sv.sequence);
+        for mem in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
+            match mem.get(key, seq) {
+                Some(MemTableGet::Value(v)) => return Ok(Some(DBPinnableSlice::from_mem(mem, v))),
+                Some(MemTableGet::Deleted) => return Ok(None),
+                None => {}
+            }
+        }
+        let lookup = InternalKey::new(key, seq, ValueKind::FOR_SEEK);
+        let hash = filter_hash(key);
+        let ucmp = &*self.user_cmp;
+        let in_range = |f: &crate::version::FileMetaData| {
+            ucmp.compare(key, f.smallest.user_key()) != Ordering::Less
+                && ucmp.compare(key, f.largest.user_key()) != Ordering::Greater
+        };
+        let v = &sv.version;
+        // L0 newest first, then one candidate file per level.
+        let l0 = v.files(0).iter().filter(|f| in_range(f));
+        let deeper = (1..NUM_LEVELS).filter_map(|level| {
+            let files = v.files(level);
+            let i = v.find_file(&self.icmp, level, lookup.encoded());
+            files.get(i).filter(|f| in_range(f))
+        });
+        for f in l0.chain(deeper) {
+            let table = self.table_cache.get(f.number)?;
+            if let Some(e) = table.get_opt(lookup.encoded(), hash, fill_cache)? {
+                return Ok(match e.kind {
+                    ValueKind::Value => Some(DBPinnableSlice {
+                        repr: Repr::Block(e.value),
+                    }),
+                    ValueKind::Deletion => None,
+                });
+            }
+        }
+        Ok(None)
+    }
+
+    /// A merged iterator over every memtable and table of `sv`.
+    pub(crate) fn internal_iter(
+        self: &Arc<Self>,
+        sv: &SuperVersion,
+        fill_cache: bool,
+    ) -> Result<MergingIterator> {
+        let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+        children.push(Box::new(sv.mem.iter()));
+        for m in &sv.imm {
+            children.push(Box::new(m.iter()));
+        }
+        for f in sv.version.files(0) {
+            children.push(Box::new(
+                self.table_cache.get(f.number)?.iter_opt(fill_cache),
+            ));
+        }
+        for level in 1..NUM_LEVELS {
+            if sv.version.num_files(level) > 0 {
+                children.push(Box::new(LevelIterator::new(
+                    self.clone(),
+                    sv.version.clone(),
+                    level,
+                    fill_cache,
+                )));
+            }
+        }
+        let icmp: Arc<dyn Comparator> = Arc::new(self.icmp.clone());
+        Ok(MergingIterator::new(icmp, children))
+    }
+}

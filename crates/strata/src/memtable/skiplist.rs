@@ -1,0 +1,467 @@
+//! A concurrent skiplist of byte-string entries, allocated in an [`Arena`].
+//!
+//! Concurrency, as in LevelDB's `db/skiplist.h`:
+//! - Writes are serialized by an internal writer lock; there is one writer at
+//!   a time. Reads take no lock and may run during a write.
+//! - A node is fully initialized (entry bytes, height, its own links) before
+//!   it is published by a `Release` store into its predecessor's link at
+//!   level 0, then each higher level. Readers load links with `Acquire`, so a
+//!   node they reach is always complete. A reader may see a node at level 0
+//!   before the upper levels: that only makes its search slower.
+//! - Nodes are never changed after publication (except for their links,
+//!   which only ever point to a newer node that sorts between the two) and
+//!   never freed before the list drops, so a [`NodeRef`] stays valid for the
+//!   list's lifetime.
+//! - `max_height` is read `Relaxed`: a reader that sees the new height before
+//!   the head's new links finds null there, which means "end of level".
+//!
+//! Node layout (one arena allocation, 8-byte aligned), the tower below the
+//! node header so that a node pointer needs no height to find its entry:
+//!
+//! ```text
+//! link[height-1] .. link[1] | link[0] entry_len:u32 height:u32 | entry bytes
+//!                             ^ node pointer
+//! ```
+//!
+//! Invariant: at each level, links run in strictly increasing key order and
+//! end in null. Inserting a key equal to an existing one is a caller bug.
+
+use std::cmp::Ordering as CmpOrdering;
+use std::fmt;
+use std::marker::PhantomData;
+use std::mem::{align_of, size_of};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+
+use super::arena::Arena;
+
+/// Tallest tower.
+pub(crate) const MAX_HEIGHT: usize = 12;
+
+/// One in this many nodes of height `h` also reaches `h + 1`.
+const BRANCHING: u32 = 4;
+
+/// How the list orders its entries.
+pub(crate) trait EntryOrder: Send + Sync {
+    /// The part of a stored entry the list orders by.
+    fn key<'a>(&self, entry: &'a [u8]) -> &'a [u8];
+    /// Three-way comparison of two keys.
+    fn compare(&self, a: &[u8], b: &[u8]) -> CmpOrdering;
+}
+
+/// A node header; see the module docs for the surrounding layout.
+#[repr(C)]
+struct Node {
+    /// The level-0 link. The link for level `i` is `i` slots below it.
+    next0: AtomicPtr<Node>,
+    entry_len: u32,
+    height: u32,
+}
+
+/// Pointer to a link slot of `node`.
+///
+/// # Safety
+/// `node` must point to an allocated node (initialized or being initialized
+/// by the writer) whose height is greater than `level`.
+unsafe fn link(node: NonNull<Node>, level: usize) -> NonNull<AtomicPtr<Node>> {
+    // SAFETY: the header is written before any link is used (`allocate_node`)
+    // and `height` never changes.
+    debug_assert!(level < unsafe { ptr::addr_of!((*node.as_ptr()).height).read() } as usize);
+    // SAFETY: the tower holds `height` links ending at `next0`, all in the
+    // node's allocation, and `level < height` (caller's contract).
+    unsafe { node.cast::<AtomicPtr<Node>>().sub(level) }
+}
+
+/// Loads the link of `node` at `level` with `Acquire`.
+///
+/// # Safety
+/// `node` must be a published node (or the head) of height greater than `level`.
+unsafe fn next(node: NonNull<Node>, level: usize) -> Option<NonNull<Node>> {
+    // SAFETY: the slot exists (contract) and was initialized before `node`
+    // was published; links are only ever accessed atomically.
+    let slot = unsafe { link(node, level).as_ref() };
+    NonNull::new(slot.load(Ordering::Acquire))
+}
+
+/// A published node, valid for the list's lifetime `'a`.
+#[derive(Clone, Copy)]
+pub(crate) struct NodeRef<'a> {
+    node: NonNull<Node>,
+    _list: PhantomData<&'a ()>,
+}
+
+impl fmt::Debug for NodeRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("NodeRef").field(&self.node).finish()
+    }
+}
+
+/// A [`NodeRef`] without its lifetime, for iterators that own their list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RawNode(NonNull<Node>);
+
+// SAFETY: a `RawNode` is only an address; dereferencing it needs
+// `NodeRef::from_raw`, whose contract requires the list to be alive, and
+// published nodes are immutable apart from atomic links.
+unsafe impl Send for RawNode {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for RawNode {}
+
+impl<'a> NodeRef<'a> {
+    /// The node's entry bytes.
+    pub(crate) fn entry(self) -> &'a [u8] {
+        // SAFETY: a `NodeRef` only exists for a published node of a live list
+        // (`'a`); its header and `entry_len` entry bytes were written before
+        // publication and never change.
+        unsafe {
+            let len = ptr::addr_of!((*self.node.as_ptr()).entry_len).read() as usize;
+            let data = self.node.cast::<u8>().add(size_of::<Node>());
+            std::slice::from_raw_parts(data.as_ptr(), len)
+        }
+    }
+
+    /// The next node at level 0, if any.
+    pub(crate) fn next(self) -> Option<NodeRef<'a>> {
+        // SAFETY: every node has height >= 1 and this one is published.
+        let node = unsafe { next(self.node, 0) }?;
+        Some(NodeRef {
+            node,
+            _list: PhantomData,
+        })
+    }
+
+    /// Drops the lifetime; see [`NodeRef::from_raw`].
+    pub(crate) fn into_raw(self) -> RawNode {
+        RawNode(self.node)
+    }
+
+    /// Restores a node handle from [`NodeRef::into_raw`].
+    ///
+    /// # Safety
+    /// `raw` must come from a list that outlives `'a`.
+    pub(crate) unsafe fn from_raw(raw: RawNode) -> NodeRef<'a> {
+        NodeRef {
+            node: raw.0,
+            _list: PhantomData,
+        }
+    }
+}
+
+/// A skiplist; see the module docs for its concurrency contract.
+pub(crate) struct SkipList<C> {
+    order: C,
+    arena: Arena,
+    /// Sentinel of height [`MAX_HEIGHT`] with an empty entry; never compared.
+    head: NonNull<Node>,
+    /// Height of the tallest node so far (at least 1).
+    max_height: AtomicUsize,
+    /// Number of entries, incremented after each publication.
+    len: AtomicUsize,
+    /// The writer lock, guarding the random-height generator's state.
+    writer: Mutex<u64>,
+}
+
+// SAFETY: the list owns its arena and nodes. Published nodes are immutable
+// apart from atomic links; the one writer mutates only under `writer`.
+unsafe impl<C: Send> Send for SkipList<C> {}
+// SAFETY: as for `Send`; shared access only reads nodes or takes the lock.
+unsafe impl<C: Sync> Sync for SkipList<C> {}
+
+impl<C> fmt::Debug for SkipList<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SkipList")
+            .field("len", &self.len.load(Ordering::Relaxed))
+            .field("max_height", &self.max_height.load(Ordering::Relaxed))
+            .field("arena", &self.arena)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: EntryOrder> SkipList<C> {
+    /// An empty list ordered by `order`.
+    pub(crate) fn new(order: C) -> SkipList<C> {
+        let arena = Arena::new();
+        let head = allocate_node(&arena, MAX_HEIGHT, &[]);
+        SkipList {
+            order,
+            arena,
+            head,
+            max_height: AtomicUsize::new(1),
+            len: AtomicUsize::new(0),
+            writer: Mutex::new(0xdead_beef),
+        }
+    }
+
+    /// The order the list was built with.
+    pub(crate) fn order(&self) -> &C {
+        &self.order
+    }
+
+    /// Number of published entries.
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+
+    /// Bytes held by the list's arena.
+    pub(crate) fn memory_usage(&self) -> usize {
+        self.arena.memory_usage()
+    }
+
+    /// Inserts the entry made of `parts` concatenated. Takes the writer lock;
+    /// readers are not blocked. Panics if an equal key is present.
+    pub(crate) fn insert(&self, parts: &[&[u8]]) {
+        let mut rng = self.writer.lock();
+        let height = random_height(&mut rng);
+        let entry_len = parts.iter().map(|p| p.len()).sum::<usize>();
+        let node = allocate_node(&self.arena, height, parts);
+        // SAFETY: `node` is initialized (`allocate_node`) and owned by this
+        // writer until linked below; its entry bytes are immutable.
+        let entry = unsafe { node_entry(node, entry_len) };
+        let key = self.order.key(entry);
+        let mut prev = [self.head; MAX_HEIGHT];
+        let found = self.find_greater_or_equal(key, Some(&mut prev));
+        if let Some(found) = found {
+            let same = self.order.compare(self.key_of(found), key) == CmpOrdering::Equal;
+            assert!(!same, "duplicate skiplist key");
+        }
+        // Levels above the old max height start from the head, already in `prev`.
+        if height > self.max_height.load(Ordering::Relaxed) {
+            self.max_height.store(height, Ordering::Relaxed);
+        }
+        for (level, &before) in prev.iter().enumerate().take(height) {
+            // SAFETY: `before` is the head or a published node reached at
+            // `level`, so its height exceeds `level`; `node`'s height is
+            // `height > level`. Only this writer stores links.
+            unsafe {
+                let successor = link(before, level).as_ref().load(Ordering::Relaxed);
+                link(node, level)
+                    .as_ref()
+                    .store(successor, Ordering::Relaxed);
+                link(before, level)
+                    .as_ref()
+                    .store(node.as_ptr(), Ordering::Release);
+            }
+        }
+        self.len.fetch_add(1, Ordering::Release);
+    }
+
+    /// The first entry, if any.
+    pub(crate) fn first(&self) -> Option<NodeRef<'_>> {
+        // SAFETY: the head has height MAX_HEIGHT.
+        self.publish(unsafe { next(self.head, 0) })
+    }
+
+    /// The last entry, if any.
+    pub(crate) fn last(&self) -> Option<NodeRef<'_>> {
+        let mut x = self.head;
+        let mut level = self.max_height.load(Ordering::Relaxed) - 1;
+        loop {
+            // SAFETY: `x` is the head or a node reached at `level`, so its
+            // height exceeds `level`.
+            match unsafe { next(x, level) } {
+                Some(n) => x = n,
+                None if level == 0 => return self.publish((x != self.head).then_some(x)),
+                None => level -= 1,
+            }
+        }
+    }
+
+    /// The first entry with key >= `key`, if any.
+    pub(crate) fn seek(&self, key: &[u8]) -> Option<NodeRef<'_>> {
+        self.publish(self.find_greater_or_equal(key, None))
+    }
+
+    /// The last entry with key < `key`, if any.
+    pub(crate) fn find_less_than(&self, key: &[u8]) -> Option<NodeRef<'_>> {
+        let mut x = self.head;
+        let mut level = self.max_height.load(Ordering::Relaxed) - 1;
+        loop {
+            // SAFETY: `x` is the head or a node reached at `level`.
+            let n = unsafe { next(x, level) };
+            match n {
+                Some(n) if self.order.compare(self.key_of(n), key) == CmpOrdering::Less => x = n,
+                _ if level == 0 => return self.publish((x != self.head).then_some(x)),
+                _ => level -= 1,
+            }
+        }
+    }
+
+    /// Finds the first node with key >= `key`; with `prev`, records at each
+    /// level below the max height the last node before it.
+    fn find_greater_or_equal(
+        &self,
+        key: &[u8],
+        mut prev: Option<&mut [NonNull<Node>; MAX_HEIGHT]>,
+    ) -> Option<NonNull<Node>> {
+        let mut x = self.head;
+        let mut level = self.max_height.load(Ordering::Relaxed) - 1;
+        loop {
+            // SAFETY: `x` is the head or a node reached at `level`.
+            let n = unsafe { next(x, level) };
+            match n {
+                Some(n) if self.order.compare(self.key_of(n), key) == CmpOrdering::Less => x = n,
+                _ => {
+                    if let Some(prev) = prev.as_deref_mut() {
+                        prev[level] = x;
+                    }
+                    if level == 0 {
+                        return n;
+                    }
+                    level -= 1;
+                }
+            }
+        }
+    }
+
+    /// The ordering key of a published node.
+    fn key_of(&self, node: NonNull<Node>) -> &[u8] {
+        self.order.key(
+            NodeRef {
+                node,
+                _list: PhantomData,
+            }
+            .entry(),
+        )
+    }
+
+    /// Wraps a published node (never the head) in a handle bound to `self`.
+    fn publish(&self, node: Option<NonNull<Node>>) -> Option<NodeRef<'_>> {
+        debug_assert!(node != Some(self.head));
+        node.map(|node| NodeRef {
+            node,
+            _list: PhantomData,
+        })
+    }
+}
+
+/// The entry bytes of a node that this thread initialized.
+///
+/// # Safety
+/// `node` must be initialized with `entry_len` entry bytes and outlive `'a`.
+unsafe fn node_entry<'a>(node: NonNull<Node>, entry_len: usize) -> &'a [u8] {
+    // SAFETY: the entry follows the header inside the node's allocation.
+    unsafe {
+        let data = node.cast::<u8>().add(size_of::<Node>());
+        std::slice::from_raw_parts(data.as_ptr(), entry_len)
+    }
+}
+
+/// Allocates a node of `height` holding `parts` concatenated, with null links.
+fn allocate_node(arena: &Arena, height: usize, parts: &[&[u8]]) -> NonNull<Node> {
+    assert!((1..=MAX_HEIGHT).contains(&height));
+    let entry_len = parts.iter().map(|p| p.len()).sum::<usize>();
+    let entry_len_u32 = u32::try_from(entry_len).expect("memtable entry over 4 GiB");
+    let tower_bytes = (height - 1) * size_of::<AtomicPtr<Node>>();
+    let base = arena.allocate(
+        tower_bytes + size_of::<Node>() + entry_len,
+        align_of::<Node>(),
+    );
+    // SAFETY: the allocation holds the tower, the header and the entry, and
+    // is aligned for `Node` (and so for the pointer-sized links before it).
+    // Every byte is written here before the node is shared.
+    unsafe {
+        let node = base.add(tower_bytes).cast::<Node>();
+        node.write(Node {
+            next0: AtomicPtr::new(ptr::null_mut()),
+            entry_len: entry_len_u32,
+            height: height as u32,
+        });
+        for level in 1..height {
+            link(node, level).write(AtomicPtr::new(ptr::null_mut()));
+        }
+        let mut dst = node.cast::<u8>().add(size_of::<Node>());
+        for part in parts {
+            ptr::copy_nonoverlapping(part.as_ptr(), dst.as_ptr(), part.len());
+            dst = dst.add(part.len());
+        }
+        node
+    }
+}
+
+/// Height 1 with probability 3/4, each further level a quarter as likely.
+fn random_height(state: &mut u64) -> usize {
+    let mut height = 1;
+    while height < MAX_HEIGHT && next_random(state).is_multiple_of(BRANCHING) {
+        height += 1;
+    }
+    height
+}
+
+/// xorshift64*: cheap, and plenty for tower heights.
+fn next_random(state: &mut u64) -> u32 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    (state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Entries are the keys themselves, ordered bytewise.
+    struct Bytewise;
+
+    impl EntryOrder for Bytewise {
+        fn key<'a>(&self, entry: &'a [u8]) -> &'a [u8] {
+            entry
+        }
+        fn compare(&self, a: &[u8], b: &[u8]) -> CmpOrdering {
+            a.cmp(b)
+        }
+    }
+
+    fn collect(list: &SkipList<Bytewise>) -> Vec<Vec<u8>> {
+        std::iter::successors(list.first(), |n| n.next())
+            .map(|n| n.entry().to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn empty_list() {
+        let list = SkipList::new(Bytewise);
+        assert_eq!(list.len(), 0);
+        assert!(list.first().is_none() && list.last().is_none());
+        assert!(list.seek(b"a").is_none() && list.find_less_than(b"a").is_none());
+    }
+
+    #[test]
+    fn ordered_after_shuffled_inserts() {
+        let list = SkipList::new(Bytewise);
+        let mut keys: Vec<u32> = (0..2000).map(|i| (i * 7919) % 2000).collect();
+        for k in &keys {
+            list.insert(&[&k.to_be_bytes()[..]]);
+        }
+        keys.sort_unstable();
+        let want: Vec<Vec<u8>> = keys.iter().map(|k| k.to_be_bytes().to_vec()).collect();
+        assert_eq!(collect(&list), want);
+        assert_eq!(list.len(), 2000);
+        assert_eq!(list.last().map(|n| n.entry()), Some(&want[1999][..]));
+        let at = |n: Option<NodeRef<'_>>| n.map(|n| n.entry().to_vec());
+        assert_eq!(at(list.seek(&want[10])), Some(want[10].clone()));
+        assert_eq!(at(list.find_less_than(&want[10])), Some(want[9].clone()));
+        assert_eq!(at(list.find_less_than(&want[0])), None);
+        assert!(list.max_height.load(Ordering::Relaxed) > 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "duplicate")]
+    fn duplicate_key_panics() {
+        let list = SkipList::new(Bytewise);
+        list.insert(&[b"a"]);
+        list.insert(&[b"a"]);
+    }
+
+    #[test]
+    fn heights_follow_branching_factor() {
+        let mut state = 1;
+        let n = 40_000;
+        let tall = (0..n).filter(|_| random_height(&mut state) > 1).count();
+        assert!(
+            (n / 5..n * 3 / 10).contains(&tall),
+            "{tall} of {n} taller than 1"
+        );
+    }
+}

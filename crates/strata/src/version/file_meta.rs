@@ -1,0 +1,75 @@
+//! What a version knows about one table file.
+
+use std::sync::atomic::AtomicBool;
+
+use super::NewFile;
+use crate::key::InternalKey;
+
+/// One table file of a version: its number, size, and the range of internal
+/// keys and sequence numbers it holds. Shared (`Arc`) between every version
+/// that contains the file.
+#[derive(Debug)]
+pub struct FileMetaData {
+    /// File number: the table is `NNNNNN.sst`.
+    pub number: u64,
+    /// Size of the table file in bytes.
+    pub file_size: u64,
+    /// Smallest internal key in the file.
+    pub smallest: InternalKey,
+    /// Largest internal key in the file.
+    pub largest: InternalKey,
+    /// Smallest sequence number of any entry in the file.
+    pub smallest_seqno: u64,
+    /// Largest sequence number of any entry in the file.
+    pub largest_seqno: u64,
+    /// Set while a compaction has the file as an input, so no second
+    /// compaction picks it. Not persisted.
+    pub being_compacted: AtomicBool,
+}
+
+impl FileMetaData {
+    /// Describes a table file that no compaction holds.
+    pub fn new(
+        number: u64,
+        file_size: u64,
+        smallest: InternalKey,
+        largest: InternalKey,
+        smallest_seqno: u64,
+        largest_seqno: u64,
+    ) -> FileMetaData {
+        FileMetaData {
+            number,
+            file_size,
+            smallest,
+            largest,
+            smallest_seqno,
+            largest_seqno,
+            being_compacted: AtomicBool::new(false),
+        }
+    }
+
+    /// The persisted fields, as a version edit records them.
+    pub fn to_new_file(&self) -> NewFile {
+        NewFile {
+            number: self.number,
+            file_size: self.file_size,
+            smallest: self.smallest.clone(),
+            largest: self.largest.clone(),
+            smallest_seqno: self.smallest_seqno,
+            largest_seqno: self.largest_seqno,
+        }
+    }
+}
+
+impl From<&NewFile> for FileMetaData {
+    fn from(f: &NewFile) -> FileMetaData {
+        FileMetaData::new(
+            f.number,
+            f.file_size,
+            f.smallest.clone(),
+            f.largest.clone(),
+            f.smallest_seqno,
+            f.largest_seqno,
+        )
+    }
+}

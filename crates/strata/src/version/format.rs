@@ -1,0 +1,21 @@
+//! Constants of the manifest format (`docs/format/manifest.md`).
+//!
+//! A version edit is a sequence of tagged fields: `tag:varint32 payload`.
+//! Tag numbers are LevelDB's (1 to 9) and RocksDB's (`NewFile2` = 100), so
+//! the manifests of the three engines stay recognisable to each other's
+//! tools; tags Strata does not write are rejected, never skipped.
+
+/// `comparator_name: length-prefixed UTF-8`.
+pub(super) const TAG_COMPARATOR: u32 = 1;
+/// `log_number: varint64`.
+pub(super) const TAG_LOG_NUMBER: u32 = 2;
+/// `next_file_number: varint64`.
+pub(super) const TAG_NEXT_FILE_NUMBER: u32 = 3;
+/// `last_sequence: varint64`.
+pub(super) const TAG_LAST_SEQUENCE: u32 = 4;
+/// `level: varint32, number: varint64`.
+pub(super) const TAG_DELETED_FILE: u32 = 6;
+/// `level: varint32, number, file_size: varint64, smallest, largest:
+/// length-prefixed internal keys, smallest_seqno, largest_seqno: varint64`
+/// (RocksDB's `kNewFile2`).
+pub(super) const TAG_NEW_FILE: u32 = 100;

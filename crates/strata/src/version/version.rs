@@ -1,0 +1,219 @@
+//! A version: the table files of each level at one point in time.
+//!
+//! Invariants, established by [`VersionBuilder`](super::VersionBuilder):
+//! - level 0 is ordered newest first: by `largest_seqno` descending, ties
+//!   by file number descending; its files may overlap;
+//! - every other level is ordered by smallest internal key and its files'
+//!   ranges are disjoint: each file's largest key is below the next file's
+//!   smallest key;
+//! - a file number appears at most once in the whole version.
+//!
+//! A version never changes once built, so readers share it without locks.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use super::{FileMetaData, NUM_LEVELS};
+use crate::key::{Comparator, InternalKeyComparator};
+
+/// The table files of every level. Immutable; shared through `Arc`.
+#[derive(Debug, Default)]
+pub struct Version {
+    files: [Vec<Arc<FileMetaData>>; NUM_LEVELS],
+}
+
+impl Version {
+    /// A version with no files.
+    pub fn empty() -> Version {
+        Version::default()
+    }
+
+    /// Wraps levels whose order the caller (the builder) established.
+    pub(super) fn from_levels(files: [Vec<Arc<FileMetaData>>; NUM_LEVELS]) -> Version {
+        Version { files }
+    }
+
+    /// The files of `level`, in level order (see the module docs).
+    pub fn files(&self, level: usize) -> &[Arc<FileMetaData>] {
+        &self.files[level]
+    }
+
+    /// Number of files in `level`.
+    pub fn num_files(&self, level: usize) -> usize {
+        self.files[level].len()
+    }
+
+    /// Total size in bytes of the files in `level`.
+    pub fn level_bytes(&self, level: usize) -> u64 {
+        self.files[level].iter().map(|f| f.file_size).sum()
+    }
+
+    /// Every file of every level, level 0 first.
+    pub fn all_files(&self) -> impl Iterator<Item = &Arc<FileMetaData>> {
+        self.files.iter().flatten()
+    }
+
+    /// Index of the first file in `level` (1 or deeper) whose largest key is
+    /// at or after internal key `ikey`; `num_files(level)` if there is none.
+    /// Binary search, O(log files).
+    pub fn find_file(&self, icmp: &InternalKeyComparator, level: usize, ikey: &[u8]) -> usize {
+        assert!(level > 0, "level 0 files are not ordered by key");
+        self.files[level]
+            .partition_point(|f| icmp.compare(f.largest.encoded(), ikey) == Ordering::Less)
+    }
+
+    /// The files of `level` that hold user keys in
+    /// `[smallest_user, largest_user]` (`None`: unbounded on that side).
+    ///
+    /// In level 0 the range grows to cover every file it touches, until no
+    /// more files join (as LevelDB's `GetOverlappingInputs` does): a
+    /// compaction that takes one level 0 file must take every older file
+    /// holding versions of the same keys. The result is in level order.
+    pub fn overlapping_files(
+        &self,
+        level: usize,
+        smallest_user: Option<&[u8]>,
+        largest_user: Option<&[u8]>,
+        user_cmp: &dyn Comparator,
+    ) -> Vec<Arc<FileMetaData>> {
+        if level > 0 {
+            let files = &self.files[level];
+            let start = first_reaching(files, smallest_user, user_cmp);
+            return files[start..]
+                .iter()
+                .take_while(|f| !starts_after(f, largest_user, user_cmp))
+                .cloned()
+                .collect();
+        }
+        let mut lo = smallest_user.map(<[u8]>::to_vec);
+        let mut hi = largest_user.map(<[u8]>::to_vec);
+        // Each restart moves `lo` down to some file's smallest key or `hi`
+        // up to some file's largest key, so there are at most 2 * files + 1
+        // passes.
+        'restart: for _ in 0..=2 * self.files[0].len() {
+            let mut out = Vec::new();
+            for f in &self.files[0] {
+                if ends_before(f, lo.as_deref(), user_cmp)
+                    || starts_after(f, hi.as_deref(), user_cmp)
+                {
+                    continue;
+                }
+                let (f_lo, f_hi) = (f.smallest.user_key(), f.largest.user_key());
+                if lo
+                    .as_deref()
+                    .is_some_and(|l| user_cmp.compare(f_lo, l).is_lt())
+                {
+                    lo = Some(f_lo.to_vec());
+                    continue 'restart;
+                }
+                if hi
+                    .as_deref()
+                    .is_some_and(|h| user_cmp.compare(f_hi, h).is_gt())
+                {
+                    hi = Some(f_hi.to_vec());
+                    continue 'restart;
+                }
+                out.push(f.clone());
+            }
+            return out;
+        }
+        unreachable!("level 0 range expansion did not converge")
+    }
+
+    /// True if some file in `level` holds user keys in
+    /// `[smallest_user, largest_user]` (`None`: unbounded on that side).
+    pub fn overlap_in_level(
+        &self,
+        level: usize,
+        smallest_user: Option<&[u8]>,
+        largest_user: Option<&[u8]>,
+        user_cmp: &dyn Comparator,
+    ) -> bool {
+        let files = &self.files[level];
+        if level == 0 {
+            return files.iter().any(|f| {
+                !ends_before(f, smallest_user, user_cmp) && !starts_after(f, largest_user, user_cmp)
+            });
+        }
+        let start = first_reaching(files, smallest_user, user_cmp);
+        files
+            .get(start)
+            .is_some_and(|f| !starts_after(f, largest_user, user_cmp))
+    }
+
+    /// Checks the ordering invariants of every level; returns what is wrong.
+    /// O(files) comparisons.
+    pub(super) fn check_order(&self, icmp: &InternalKeyComparator) -> Result<(), String> {
+        for pair in self.files[0].windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            if (a.largest_seqno, a.number) <= (b.largest_seqno, b.number) {
+                return Err(format!(
+                    "level 0: file {} (largest seqno {}) before file {} (largest seqno {})",
+                    a.number, a.largest_seqno, b.number, b.largest_seqno
+                ));
+            }
+        }
+        for (level, files) in self.files.iter().enumerate().skip(1) {
+            for pair in files.windows(2) {
+                let (a, b) = (&pair[0], &pair[1]);
+                if icmp.compare(a.largest.encoded(), b.smallest.encoded()) != Ordering::Less {
+                    return Err(format!(
+                        "level {level}: file {} overlaps or precedes file {}",
+                        b.number, a.number
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The full consistency check: [`check_order`](Self::check_order), and
+    /// every file's range and sequence numbers are well formed and no file
+    /// number appears twice. O(files) comparisons and a hash set.
+    #[cfg(any(test, feature = "invariants"))]
+    pub(super) fn check_consistency(&self, icmp: &InternalKeyComparator) -> Result<(), String> {
+        self.check_order(icmp)?;
+        let mut seen = std::collections::HashSet::new();
+        for (level, files) in self.files.iter().enumerate() {
+            for f in files {
+                if !seen.insert(f.number) {
+                    return Err(format!("file {} appears twice", f.number));
+                }
+                if icmp.compare(f.smallest.encoded(), f.largest.encoded()) == Ordering::Greater {
+                    return Err(format!(
+                        "level {level}: file {} smallest key > largest key",
+                        f.number
+                    ));
+                }
+                if f.smallest_seqno > f.largest_seqno {
+                    return Err(format!(
+                        "level {level}: file {} smallest seqno > largest seqno",
+                        f.number
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// True if every key of `f` is below `smallest_user`.
+fn ends_before(f: &FileMetaData, smallest_user: Option<&[u8]>, cmp: &dyn Comparator) -> bool {
+    smallest_user.is_some_and(|s| cmp.compare(f.largest.user_key(), s).is_lt())
+}
+
+/// True if every key of `f` is above `largest_user`.
+fn starts_after(f: &FileMetaData, largest_user: Option<&[u8]>, cmp: &dyn Comparator) -> bool {
+    largest_user.is_some_and(|l| cmp.compare(f.smallest.user_key(), l).is_gt())
+}
+
+/// In a sorted, disjoint level: index of the first file that does not end
+/// before `smallest_user`. Largest user keys are non-decreasing along the
+/// level, so the predicate is monotone.
+fn first_reaching(
+    files: &[Arc<FileMetaData>],
+    smallest_user: Option<&[u8]>,
+    cmp: &dyn Comparator,
+) -> usize {
+    files.partition_point(|f| ends_before(f, smallest_user, cmp))
+}

@@ -1,0 +1,270 @@
+//! Embedding the database through the public API: open, write, read,
+//! iterate, snapshot, flush, reopen, and the errors of bad input.
+
+use std::sync::Arc;
+
+use strata::env::{FileSystem, MemFileSystem};
+use strata::{
+    BlockBasedOptions, Direction, Error, IteratorMode, Options, ReadOptions,
+    ReverseBytewiseComparator, WriteBatch, WriteOptions, DB,
+};
+
+fn mem_opts(fs: &MemFileSystem) -> Options {
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.set_file_system(Arc::new(fs.clone()));
+    opts
+}
+
+fn small_opts(fs: &MemFileSystem) -> Options {
+    let mut opts = mem_opts(fs);
+    opts.set_write_buffer_size(32 << 10);
+    opts.set_target_file_size_base(32 << 10);
+    opts.set_max_bytes_for_level_base(128 << 10);
+    opts.set_level_zero_file_num_compaction_trigger(2);
+    let mut table = BlockBasedOptions::default();
+    table.set_block_size(1024);
+    table.set_bloom_filter(10.0, false);
+    opts.set_block_based_table_factory(&table);
+    opts
+}
+
+#[test]
+fn put_get_delete_and_reopen() {
+    let fs = MemFileSystem::new();
+    let opts = mem_opts(&fs);
+    {
+        let db = DB::open(&opts, "/db").unwrap();
+        db.put(b"apple", b"red").unwrap();
+        db.put("banana", "yellow").unwrap();
+        db.delete(b"apple").unwrap();
+        assert_eq!(db.get(b"apple").unwrap(), None);
+        assert_eq!(db.get(b"banana").unwrap().as_deref(), Some(&b"yellow"[..]));
+        assert_eq!(&*db.get_pinned(b"banana").unwrap().unwrap(), b"yellow");
+    }
+    // Recovery from the log alone.
+    let db = DB::open(&opts, "/db").unwrap();
+    assert_eq!(db.get(b"apple").unwrap(), None);
+    assert_eq!(db.get(b"banana").unwrap().as_deref(), Some(&b"yellow"[..]));
+    db.flush().unwrap();
+    assert_eq!(
+        db.property_value("strata.num-files-at-level0")
+            .unwrap()
+            .as_deref(),
+        Some("1")
+    );
+    drop(db);
+    let db = DB::open(&opts, "/db").unwrap();
+    assert_eq!(db.get(b"banana").unwrap().as_deref(), Some(&b"yellow"[..]));
+    assert_eq!(&*db.get_pinned(b"banana").unwrap().unwrap(), b"yellow");
+}
+
+#[test]
+fn batches_snapshots_and_iterators() {
+    let fs = MemFileSystem::new();
+    let db = DB::open(&mem_opts(&fs), "/db").unwrap();
+    let mut b = WriteBatch::default();
+    for i in 0..10u8 {
+        b.put([b'k', b'0' + i], [i]);
+    }
+    b.delete(b"k3");
+    db.write(b).unwrap();
+    let snap = db.snapshot();
+    db.put(b"k0", b"new").unwrap();
+    db.delete(b"k1").unwrap();
+    assert_eq!(snap.get(b"k0").unwrap().as_deref(), Some(&[0u8][..]));
+    assert_eq!(snap.get(b"k1").unwrap().as_deref(), Some(&[1u8][..]));
+    assert_eq!(db.get(b"k1").unwrap(), None);
+    db.flush().unwrap();
+    assert_eq!(snap.get(b"k0").unwrap().as_deref(), Some(&[0u8][..]));
+
+    let keys: Vec<Vec<u8>> = db
+        .iterator(IteratorMode::Start)
+        .map(|r| r.unwrap().0.to_vec())
+        .collect();
+    assert_eq!(
+        keys,
+        vec![
+            b"k0".to_vec(),
+            b"k2".to_vec(),
+            b"k4".to_vec(),
+            b"k5".to_vec(),
+            b"k6".to_vec(),
+            b"k7".to_vec(),
+            b"k8".to_vec(),
+            b"k9".to_vec()
+        ]
+    );
+    let back: Vec<Vec<u8>> = db
+        .iterator(IteratorMode::From(b"k5", Direction::Reverse))
+        .map(|r| r.unwrap().0.to_vec())
+        .collect();
+    assert_eq!(
+        back,
+        vec![
+            b"k5".to_vec(),
+            b"k4".to_vec(),
+            b"k2".to_vec(),
+            b"k0".to_vec()
+        ]
+    );
+    let snap_keys: Vec<_> = snap
+        .iterator(IteratorMode::End)
+        .map(|r| r.unwrap().0.to_vec())
+        .collect();
+    assert_eq!(snap_keys.len(), 9);
+
+    let mut ro = ReadOptions::default();
+    ro.set_iterate_lower_bound(b"k2".to_vec());
+    ro.set_iterate_upper_bound(b"k6".to_vec());
+    let mut it = db.raw_iterator_opt(ro);
+    it.seek_to_first();
+    let mut seen = Vec::new();
+    while let Some(k) = it.key() {
+        seen.push(k.to_vec());
+        it.next();
+    }
+    it.status().unwrap();
+    assert_eq!(seen, vec![b"k2".to_vec(), b"k4".to_vec(), b"k5".to_vec()]);
+    it.seek_to_last();
+    assert_eq!(it.key(), Some(&b"k5"[..]));
+}
+
+#[test]
+fn many_writes_make_levels_and_survive_reopen() {
+    let fs = MemFileSystem::new();
+    let opts = small_opts(&fs);
+    {
+        let db = DB::open(&opts, "/db").unwrap();
+        for i in 0..20_000u32 {
+            db.put(
+                format!("key{:08}", (i * 7919) % 20_000),
+                format!("value{i}"),
+            )
+            .unwrap();
+        }
+        db.flush().unwrap();
+        let stats = db.property_value("strata.stats").unwrap().unwrap();
+        assert!(stats.contains("Compaction Stats"), "{stats}");
+        let deeper: usize = (1..7)
+            .map(|l| {
+                db.property_value(&format!("strata.num-files-at-level{l}"))
+                    .unwrap()
+                    .unwrap()
+                    .parse::<usize>()
+                    .unwrap()
+            })
+            .sum();
+        assert!(deeper > 0, "{stats}");
+    }
+    let db = DB::open(&opts, "/db").unwrap();
+    for i in (0..20_000u32).step_by(37) {
+        let k = format!("key{:08}", (i * 7919) % 20_000);
+        assert_eq!(
+            db.get(&k).unwrap(),
+            Some(format!("value{i}").into_bytes()),
+            "{k}"
+        );
+    }
+    assert_eq!(db.iterator(IteratorMode::Start).count(), 20_000);
+}
+
+#[test]
+fn sync_and_disable_wal() {
+    let fs = MemFileSystem::new();
+    let opts = mem_opts(&fs);
+    let db = DB::open(&opts, "/db").unwrap();
+    let mut wo = WriteOptions::default();
+    wo.set_sync(true);
+    db.put_opt(b"durable", b"1", &wo).unwrap();
+    let mut nowal = WriteOptions::default();
+    nowal.disable_wal(true);
+    db.put_opt(b"volatile", b"2", &nowal).unwrap();
+    assert_eq!(db.get(b"volatile").unwrap().as_deref(), Some(&b"2"[..]));
+    drop(db);
+    let db = DB::open(&opts, "/db").unwrap();
+    assert_eq!(db.get(b"durable").unwrap().as_deref(), Some(&b"1"[..]));
+}
+
+#[test]
+fn reverse_comparator_orders_keys_backwards() {
+    let fs = MemFileSystem::new();
+    let mut opts = mem_opts(&fs);
+    opts.set_comparator_object(Arc::new(ReverseBytewiseComparator));
+    let db = DB::open(&opts, "/db").unwrap();
+    for k in ["a", "b", "c"] {
+        db.put(k, k).unwrap();
+    }
+    db.flush().unwrap();
+    let keys: Vec<_> = db
+        .iterator(IteratorMode::Start)
+        .map(|r| r.unwrap().0.to_vec())
+        .collect();
+    assert_eq!(keys, vec![b"c".to_vec(), b"b".to_vec(), b"a".to_vec()]);
+    drop(db);
+    let mut bytewise = mem_opts(&fs);
+    bytewise.create_if_missing(false);
+    let err = DB::open(&bytewise, "/db").unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    let db = DB::open(&opts, "/db").unwrap();
+    assert_eq!(db.get("b").unwrap().as_deref(), Some(&b"b"[..]));
+}
+
+#[test]
+fn bad_input_gets_clear_errors() {
+    let fs = MemFileSystem::new();
+    let mut opts = mem_opts(&fs);
+    opts.create_if_missing(false);
+    let err = DB::open(&opts, "/nothing").unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("create_if_missing"),
+        "{err}"
+    );
+
+    let mut bad = mem_opts(&fs);
+    bad.set_write_buffer_size(0);
+    assert!(matches!(
+        DB::open(&bad, "/db").unwrap_err(),
+        Error::InvalidArgument(_)
+    ));
+    let mut bad = mem_opts(&fs);
+    let mut t = BlockBasedOptions::default();
+    t.set_block_size(0);
+    bad.set_block_based_table_factory(&t);
+    assert!(matches!(
+        DB::open(&bad, "/db").unwrap_err(),
+        Error::InvalidArgument(_)
+    ));
+
+    fs.create_dir_all(std::path::Path::new("/f")).unwrap();
+    fs.create(std::path::Path::new("/f/file")).unwrap();
+    let err = DB::open(&mem_opts(&fs), "/f/file").unwrap_err();
+    assert!(err.to_string().contains("not a directory"), "{err}");
+
+    let db = DB::open(&mem_opts(&fs), "/db").unwrap();
+    db.put(b"kept", b"yes").unwrap();
+    let err = DB::open(&mem_opts(&fs), "/db").unwrap_err();
+    assert!(matches!(err, Error::Busy(_)), "{err}");
+    let err = db
+        .put(vec![0u8; strata::limits::KEY_SIZE_BYTES_MAX + 1], b"")
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    assert_eq!(db.get(b"kept").unwrap().as_deref(), Some(&b"yes"[..]));
+}
+
+#[test]
+fn destroy_removes_the_database() {
+    let fs = MemFileSystem::new();
+    let opts = mem_opts(&fs);
+    let db = DB::open(&opts, "/db").unwrap();
+    db.put(b"a", b"b").unwrap();
+    assert!(matches!(
+        DB::destroy(&opts, "/db").unwrap_err(),
+        Error::Busy(_)
+    ));
+    drop(db);
+    DB::destroy(&opts, "/db").unwrap();
+    let mut no_create = opts.clone();
+    no_create.create_if_missing(false);
+    assert!(DB::open(&no_create, "/db").is_err());
+}
