@@ -268,3 +268,45 @@ fn destroy_removes_the_database() {
     no_create.create_if_missing(false);
     assert!(DB::open(&no_create, "/db").is_err());
 }
+
+/// A second process cannot open a database another process holds.
+#[test]
+fn lock_held_by_another_process() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::{Command, Stdio};
+    if let Ok(dir) = std::env::var("STRATA_LOCK_CHILD_DIR") {
+        let db = DB::open_default(&dir).unwrap();
+        println!("locked");
+        // Hold the database until the parent closes our stdin.
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        drop(db);
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("strata-lock-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "lock_held_by_another_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("STRATA_LOCK_CHILD_DIR", &dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while out.read_line(&mut line).unwrap() > 0 && !line.contains("locked") {
+        line.clear();
+    }
+    assert!(line.contains("locked"), "child did not open the database");
+    let err = DB::open_default(&dir).unwrap_err();
+    assert!(matches!(err, Error::Busy(_)), "{err}");
+    assert!(err.to_string().contains("already open"), "{err}");
+    drop(child.stdin.take());
+    child.wait().unwrap();
+    DB::open_default(&dir).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

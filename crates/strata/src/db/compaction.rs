@@ -236,7 +236,7 @@ impl DbInner {
         let mut processed = 0u64;
         while it.valid() {
             processed += 1;
-            if processed % 1024 == 0 && self.shutting_down.load(Ordering::Acquire) {
+            if processed.is_multiple_of(1024) && self.shutting_down.load(Ordering::Acquire) {
                 return Err(Error::Busy(
                     "compaction stopped: the database is closing".into(),
                 ));

@@ -116,6 +116,7 @@ impl DBIter {
     /// Wraps `inner`, an iterator over internal keys in internal-key order
     /// (by `user_cmp`, newest first). Shows what was visible at `sequence`,
     /// limited to `lower_bound <= key < upper_bound`. Starts unpositioned.
+    /// Panics if `sequence` exceeds [`MAX_SEQUENCE_NUMBER`].
     pub fn new(
         inner: Box<dyn InternalIterator>,
         user_cmp: Arc<dyn Comparator>,

@@ -170,9 +170,10 @@ impl DbInner {
                 // Give compaction some of this writer's time, once.
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
                 allow_delay = false;
-            } else if !force && st.mem.approximate_memory_usage() < o.write_buffer_size {
-                return Ok(());
-            } else if force && st.mem.is_empty() {
+            } else if (!force && st.mem.approximate_memory_usage() < o.write_buffer_size)
+                || (force && st.mem.is_empty())
+            {
+                // Room left, or nothing to flush.
                 return Ok(());
             } else if st.imm.len() + 1 >= o.max_write_buffer_number
                 || l0 >= o.level0_stop_writes_trigger

@@ -380,12 +380,23 @@ mod tests {
 
     #[test]
     fn encoding_is_pinned() {
+        // The example in docs/format/manifest.md.
         let mut e = VersionEdit::new();
         e.set_log_number(5);
         e.delete_file(3, 300);
+        e.add_file(1, 12, 4096, ikey(b"a", 9), ikey(b"m", 3), 3, 9);
         let mut buf = Vec::new();
         e.encode(&mut buf);
-        assert_eq!(buf, [2, 5, 6, 3, 0xac, 0x02]);
+        #[rustfmt::skip]
+        let expected = [
+            0x02, 0x05,
+            0x06, 0x03, 0xac, 0x02,
+            0x64, 0x01, 0x0c, 0x80, 0x20,
+            0x09, 0x61, 0x01, 0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x09, 0x6d, 0x01, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x03, 0x09,
+        ];
+        assert_eq!(buf, expected);
     }
 
     #[test]

@@ -248,6 +248,42 @@ fn torn_last_edit_is_dropped() {
 }
 
 #[test]
+fn torn_multi_block_edit_is_dropped() {
+    let fs = MemFileSystem::new();
+    let mut vs = create(&fs);
+    let before = state(&vs);
+    // One edit of about 100 KiB: fragments in four blocks.
+    let mut e = VersionEdit::new();
+    for i in 0..400u32 {
+        let n = vs.new_file_number();
+        let key = format!("{i:0>200}");
+        e.add_file(
+            0,
+            n,
+            1,
+            ikey(key.as_bytes(), 1),
+            ikey(key.as_bytes(), 1),
+            1,
+            1,
+        );
+    }
+    vs.log_and_apply(&mut e).unwrap();
+    let after = state(&vs);
+    drop(vs);
+    let path = manifest_file_name(dir(), 1);
+    let bytes = read_file_to_vec(&fs, &path).unwrap();
+    assert!(bytes.len() > 3 * 32768);
+    for keep in [100, 32768 + 3, 40000, 65536, bytes.len() - 1] {
+        overwrite(&fs, &path, &bytes[..keep]);
+        crate::db::filename::set_current_file(&fs, dir(), 1).unwrap();
+        assert_eq!(state(&recover(&fs).unwrap()), before, "kept {keep} bytes");
+    }
+    overwrite(&fs, &path, &bytes);
+    crate::db::filename::set_current_file(&fs, dir(), 1).unwrap();
+    assert_eq!(state(&recover(&fs).unwrap()), after);
+}
+
+#[test]
 fn corruption_before_the_tail_is_an_error() {
     let fs = MemFileSystem::new();
     let mut vs = create(&fs);

@@ -1,0 +1,162 @@
+//! Four writer threads and two reader threads share one database for a
+//! few seconds; every acknowledged write is visible afterwards and after a
+//! reopen. Runs on the real file system.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use strata::{BlockBasedOptions, Options, WriteBatch, WriteOptions, DB};
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let base = if std::path::Path::new("/dev/shm").is_dir() {
+            PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        let dir = base.join(format!("strata-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn options() -> Options {
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.set_write_buffer_size(64 << 10);
+    opts.set_target_file_size_base(64 << 10);
+    opts.set_max_bytes_for_level_base(256 << 10);
+    opts.set_level_zero_file_num_compaction_trigger(2);
+    let mut t = BlockBasedOptions::default();
+    t.set_bloom_filter(10.0, false);
+    opts.set_block_based_table_factory(&t);
+    opts
+}
+
+#[test]
+fn four_writers_two_readers() {
+    let dir = TempDir::new("concurrency");
+    let opts = options();
+    let db = Arc::new(DB::open(&opts, &dir.0).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let run_for = Duration::from_millis(
+        std::env::var("STRATA_STRESS_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(3000),
+    );
+    let start = Instant::now();
+
+    let writers: Vec<_> = (0..4u32)
+        .map(|w| {
+            let db = db.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                // Each writer owns its keys; the last acknowledged value of
+                // each key is what must survive.
+                let mut acked: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
+                let mut sync = WriteOptions::default();
+                sync.set_sync(true);
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let k = format!("w{w}-{:06}", i % 5000).into_bytes();
+                    let v = format!("{w}:{i}").into_bytes();
+                    if i.is_multiple_of(10) {
+                        let mut b = WriteBatch::default();
+                        b.put(&k, &v);
+                        let k2 = format!("w{w}-{:06}", (i + 1) % 5000).into_bytes();
+                        b.delete(&k2);
+                        db.write(b).unwrap();
+                        acked.remove(&k2);
+                    } else if i.is_multiple_of(97) {
+                        db.put_opt(&k, &v, &sync).unwrap();
+                    } else {
+                        db.put(&k, &v).unwrap();
+                    }
+                    acked.insert(k, v);
+                    i += 1;
+                }
+                // Keys deleted and never rewritten must read as absent.
+                (acked, i)
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let db = db.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let k = format!("w{}-{:06}", reads % 4, (reads * 31 + r) % 5000);
+                    if let Some(v) = db.get(&k).unwrap() {
+                        // A value is always one its writer wrote for this key.
+                        let s = String::from_utf8(v).unwrap();
+                        let (w, i) = s.split_once(':').unwrap();
+                        assert_eq!(format!("w{w}"), k.split('-').next().unwrap());
+                        assert_eq!(
+                            i.parse::<u64>().unwrap() % 5000,
+                            k[3..].parse::<u64>().unwrap()
+                        );
+                    }
+                    if reads.is_multiple_of(500) {
+                        let mut it = db.raw_iterator();
+                        it.seek(k.as_bytes());
+                        let mut last: Option<Vec<u8>> = None;
+                        for _ in 0..100 {
+                            let Some(key) = it.key() else { break };
+                            if let Some(l) = &last {
+                                assert!(l.as_slice() < key, "iterator out of order");
+                            }
+                            last = Some(key.to_vec());
+                            it.next();
+                        }
+                        it.status().unwrap();
+                    }
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    while start.elapsed() < run_for {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut expected = HashMap::new();
+    let mut writes = 0;
+    for w in writers {
+        let (acked, n) = w.join().unwrap();
+        writes += n;
+        expected.extend(acked);
+    }
+    let reads: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    println!("{writes} writes, {reads} reads in {:?}", start.elapsed());
+    let check = |db: &DB| {
+        for (k, v) in &expected {
+            assert_eq!(
+                db.get(k).unwrap().as_ref(),
+                Some(v),
+                "{}",
+                String::from_utf8_lossy(k)
+            );
+        }
+        let n = db.iterator(strata::IteratorMode::Start).count();
+        assert_eq!(n, expected.len());
+    };
+    check(&db);
+    drop(Arc::try_unwrap(db).expect("threads joined"));
+    let db = DB::open(&opts, &dir.0).unwrap();
+    check(&db);
+}

@@ -1,0 +1,243 @@
+//! Randomized operations against a `BTreeMap` model: puts, deletes,
+//! batches, gets, bounded iteration both ways, snapshots, flushes and
+//! reopens, with buffers small enough that many files and levels appear.
+//!
+//! Every seed is printed; replay one with `STRATA_SEED=<seed>`. Scale with
+//! `STRATA_MODEL_SEEDS` and `STRATA_MODEL_OPS`.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use strata::env::MemFileSystem;
+use strata::{BlockBasedOptions, Options, ReadOptions, WriteBatch, DB};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn options(fs: &MemFileSystem, rng: &mut StdRng) -> Options {
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.set_file_system(Arc::new(fs.clone()));
+    opts.set_write_buffer_size(rng.gen_range(8..64) << 10);
+    opts.set_target_file_size_base(rng.gen_range(8..64) << 10);
+    opts.set_max_bytes_for_level_base(rng.gen_range(64..256) << 10);
+    opts.set_max_bytes_for_level_multiplier(4.0);
+    opts.set_level_zero_file_num_compaction_trigger(rng.gen_range(2..5));
+    opts.set_max_write_buffer_number(rng.gen_range(2..4));
+    let mut t = BlockBasedOptions::default();
+    t.set_block_size(rng.gen_range(256..4096));
+    t.set_block_restart_interval(rng.gen_range(1..17));
+    t.set_bloom_filter(if rng.gen_bool(0.5) { 10.0 } else { 0.0 }, false);
+    opts.set_block_based_table_factory(&t);
+    let compression = ["none", "snappy", "lz4", "zstd"][rng.gen_range(0..4)];
+    opts.set_compression_type(compression.parse().unwrap());
+    opts
+}
+
+fn key(rng: &mut StdRng) -> Vec<u8> {
+    format!("key{:05}", rng.gen_range(0..2000)).into_bytes()
+}
+
+fn value(rng: &mut StdRng) -> Vec<u8> {
+    let len = if rng.gen_bool(0.02) {
+        rng.gen_range(1000..5000)
+    } else {
+        rng.gen_range(0..64)
+    };
+    (0..len).map(|_| rng.gen()).collect()
+}
+
+fn range_of(
+    model: &Model,
+    lower: &Option<Vec<u8>>,
+    upper: &Option<Vec<u8>>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let lo = lower.clone().map_or(Bound::Unbounded, Bound::Included);
+    let hi = upper.clone().map_or(Bound::Unbounded, Bound::Excluded);
+    if let (Bound::Included(l), Bound::Excluded(h)) = (&lo, &hi) {
+        if l >= h {
+            return Vec::new();
+        }
+    }
+    model
+        .range((lo, hi))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// Checks up to `steps` entries of a bounded iteration in a random
+/// direction against the model.
+fn check_iteration(
+    db: &DB,
+    model: &Model,
+    snapshot: Option<&strata::Snapshot<'_>>,
+    rng: &mut StdRng,
+) {
+    let mut ro = ReadOptions::default();
+    let lower = rng.gen_bool(0.3).then(|| key(rng));
+    let upper = rng.gen_bool(0.3).then(|| key(rng));
+    if let Some(l) = &lower {
+        ro.set_iterate_lower_bound(l.clone());
+    }
+    if let Some(u) = &upper {
+        ro.set_iterate_upper_bound(u.clone());
+    }
+    if let Some(s) = snapshot {
+        ro.set_snapshot(s);
+    }
+    let expected = range_of(model, &lower, &upper);
+    let mut it = db.raw_iterator_opt(ro);
+    let steps = 40;
+    let start = key(rng);
+    if rng.gen_bool(0.5) {
+        // Forward from a seek, then back a few.
+        it.seek(&start);
+        let mut i = expected.partition_point(|(k, _)| *k < start);
+        for _ in 0..steps {
+            match expected.get(i) {
+                Some((k, v)) => {
+                    assert_eq!(it.item(), Some((&k[..], &v[..])), "forward at {i}");
+                    it.next();
+                    i += 1;
+                }
+                None => {
+                    assert!(!it.valid(), "iterator past the model's end");
+                    break;
+                }
+            }
+        }
+        if i > 0 && i < expected.len() && it.valid() {
+            it.prev();
+            assert_eq!(it.key(), Some(&expected[i - 1].0[..]), "prev after next");
+        }
+    } else {
+        it.seek_for_prev(&start);
+        let mut i = expected.partition_point(|(k, _)| *k <= start);
+        for _ in 0..steps {
+            if i == 0 {
+                assert!(!it.valid(), "iterator before the model's start");
+                break;
+            }
+            let (k, v) = &expected[i - 1];
+            assert_eq!(it.item(), Some((&k[..], &v[..])), "backward at {i}");
+            it.prev();
+            i -= 1;
+        }
+    }
+    it.status().unwrap();
+}
+
+fn run_seed(seed: u64, ops: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let fs = MemFileSystem::new();
+    let mut model = Model::new();
+    let mut done = 0;
+    while done < ops {
+        let opts = options(&fs, &mut rng);
+        let db = DB::open(&opts, "/db").unwrap_or_else(|e| panic!("seed {seed}: open: {e}"));
+        let mut snapshots: Vec<(strata::Snapshot<'_>, Model)> = Vec::new();
+        loop {
+            done += 1;
+            if done >= ops {
+                break;
+            }
+            match rng.gen_range(0..1000) {
+                0..=399 => {
+                    let (k, v) = (key(&mut rng), value(&mut rng));
+                    db.put(&k, &v).unwrap();
+                    model.insert(k, v);
+                }
+                400..=499 => {
+                    let k = key(&mut rng);
+                    db.delete(&k).unwrap();
+                    model.remove(&k);
+                }
+                500..=549 => {
+                    let mut b = WriteBatch::default();
+                    for _ in 0..rng.gen_range(1..20) {
+                        let k = key(&mut rng);
+                        if rng.gen_bool(0.7) {
+                            let v = value(&mut rng);
+                            b.put(&k, &v);
+                            model.insert(k, v);
+                        } else {
+                            b.delete(&k);
+                            model.remove(&k);
+                        }
+                    }
+                    db.write(b).unwrap();
+                }
+                550..=849 => {
+                    let k = key(&mut rng);
+                    assert_eq!(
+                        db.get(&k).unwrap(),
+                        model.get(&k).cloned(),
+                        "seed {seed} op {done}: get {k:?}"
+                    );
+                }
+                850..=929 => check_iteration(&db, &model, None, &mut rng),
+                930..=949 => {
+                    if snapshots.len() < 4 {
+                        snapshots.push((db.snapshot(), model.clone()));
+                    } else {
+                        snapshots.remove(rng.gen_range(0..snapshots.len()));
+                    }
+                }
+                950..=979 => {
+                    if !snapshots.is_empty() {
+                        let (snap, old) = &snapshots[rng.gen_range(0..snapshots.len())];
+                        let k = key(&mut rng);
+                        assert_eq!(
+                            snap.get(&k).unwrap(),
+                            old.get(&k).cloned(),
+                            "seed {seed} op {done}: snapshot get"
+                        );
+                        check_iteration(&db, old, Some(snap), &mut rng);
+                    }
+                }
+                980..=993 => db.flush().unwrap(),
+                _ => break, // reopen
+            }
+        }
+        drop(snapshots);
+        drop(db);
+    }
+    // A final reopen sees exactly the model.
+    let opts = options(&fs, &mut rng);
+    let db = DB::open(&opts, "/db").unwrap();
+    let all: Vec<(Vec<u8>, Vec<u8>)> = db
+        .iterator(strata::IteratorMode::Start)
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect();
+    assert!(
+        all == model.into_iter().collect::<Vec<_>>(),
+        "seed {seed}: final contents differ"
+    );
+}
+
+#[test]
+fn randomized_against_btreemap() {
+    let ops = env_or("STRATA_MODEL_OPS", 5_000);
+    if let Ok(seed) = std::env::var("STRATA_SEED") {
+        let seed = seed.parse().expect("STRATA_SEED must be a number");
+        println!("seed {seed}");
+        run_seed(seed, ops);
+        return;
+    }
+    let seeds = env_or("STRATA_MODEL_SEEDS", 24);
+    let base: u64 = rand::random::<u32>() as u64;
+    for s in 0..seeds {
+        let seed = base + s;
+        println!("seed {seed} ({ops} ops; replay with STRATA_SEED={seed})");
+        run_seed(seed, ops);
+    }
+}

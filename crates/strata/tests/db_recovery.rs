@@ -1,0 +1,257 @@
+//! Reopen after each kind of operation, recovery from logs alone, and a
+//! background write failure that stops writes without losing acknowledged
+//! data.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use strata::env::{
+    FileLock, FileSystem, MemFileSystem, RandomAccessFile, SequentialFile, WritableFile,
+};
+use strata::{Error, IteratorMode, Options, Result, WriteBatch, DB};
+
+fn opts_for(fs: Arc<dyn FileSystem>) -> Options {
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.set_file_system(fs);
+    opts.set_write_buffer_size(16 << 10);
+    opts.set_target_file_size_base(16 << 10);
+    opts.set_max_bytes_for_level_base(64 << 10);
+    opts.set_level_zero_file_num_compaction_trigger(2);
+    opts
+}
+
+fn contents(db: &DB) -> Vec<(Vec<u8>, Vec<u8>)> {
+    db.iterator(IteratorMode::Start)
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect()
+}
+
+#[test]
+fn reopen_after_each_kind_of_operation() {
+    let fs = MemFileSystem::new();
+    let opts = opts_for(Arc::new(fs.clone()));
+    let mut expected = std::collections::BTreeMap::new();
+    let steps: Vec<(
+        &str,
+        Box<dyn Fn(&DB, &mut std::collections::BTreeMap<Vec<u8>, Vec<u8>>)>,
+    )> = vec![
+        (
+            "put",
+            Box::new(|db, m| {
+                db.put(b"a", b"1").unwrap();
+                m.insert(b"a".to_vec(), b"1".to_vec());
+            }),
+        ),
+        (
+            "overwrite",
+            Box::new(|db, m| {
+                db.put(b"a", b"2").unwrap();
+                m.insert(b"a".to_vec(), b"2".to_vec());
+            }),
+        ),
+        (
+            "delete",
+            Box::new(|db, m| {
+                db.delete(b"a").unwrap();
+                m.remove(&b"a"[..]);
+            }),
+        ),
+        (
+            "batch",
+            Box::new(|db, m| {
+                let mut b = WriteBatch::default();
+                for i in 0..100u32 {
+                    b.put(i.to_be_bytes(), i.to_le_bytes());
+                    m.insert(i.to_be_bytes().to_vec(), i.to_le_bytes().to_vec());
+                }
+                b.delete(7u32.to_be_bytes());
+                m.remove(&7u32.to_be_bytes()[..]);
+                db.write(b).unwrap();
+            }),
+        ),
+        ("flush", Box::new(|db, _| db.flush().unwrap())),
+        (
+            "delete after flush",
+            Box::new(|db, m| {
+                db.delete(8u32.to_be_bytes()).unwrap();
+                m.remove(&8u32.to_be_bytes()[..]);
+            }),
+        ),
+        (
+            "many writes (switches, flushes, compactions)",
+            Box::new(|db, m| {
+                for i in 0..5000u32 {
+                    let k = format!("bulk{:05}", i * 13 % 5000).into_bytes();
+                    let v = vec![i as u8; 40];
+                    db.put(&k, &v).unwrap();
+                    m.insert(k, v);
+                }
+            }),
+        ),
+        (
+            "snapshot taken and dropped",
+            Box::new(|db, m| {
+                let s = db.snapshot();
+                db.put(b"after-snap", b"x").unwrap();
+                m.insert(b"after-snap".to_vec(), b"x".to_vec());
+                assert_eq!(s.get(b"after-snap").unwrap(), None);
+            }),
+        ),
+        (
+            "empty batch",
+            Box::new(|db, _| db.write(WriteBatch::default()).unwrap()),
+        ),
+    ];
+    for (name, step) in &steps {
+        {
+            let db = DB::open(&opts, "/db").unwrap();
+            step(&db, &mut expected);
+            assert_eq!(
+                contents(&db),
+                expected.clone().into_iter().collect::<Vec<_>>(),
+                "before reopen, after {name}"
+            );
+        }
+        let db = DB::open(&opts, "/db").unwrap();
+        assert_eq!(
+            contents(&db),
+            expected.clone().into_iter().collect::<Vec<_>>(),
+            "after reopen, after {name}"
+        );
+        for (k, v) in &expected {
+            assert_eq!(
+                db.get(k).unwrap().as_ref(),
+                Some(v),
+                "get after reopen, after {name}"
+            );
+        }
+    }
+}
+
+#[test]
+fn recovery_from_logs_only() {
+    let fs = MemFileSystem::new();
+    let mut opts = opts_for(Arc::new(fs.clone()));
+    opts.set_write_buffer_size(64 << 20);
+    {
+        let db = DB::open(&opts, "/db").unwrap();
+        for i in 0..3000u32 {
+            db.put(format!("k{i}"), format!("v{i}")).unwrap();
+        }
+        for i in (0..3000u32).step_by(3) {
+            db.delete(format!("k{i}")).unwrap();
+        }
+        assert_eq!(
+            db.property_value("strata.num-files-at-level0")
+                .unwrap()
+                .as_deref(),
+            Some("0")
+        );
+    }
+    let names = fs.list(Path::new("/db")).unwrap();
+    assert!(
+        !names.iter().any(|n| n.ends_with(".sst")),
+        "no table before reopen: {names:?}"
+    );
+    let db = DB::open(&opts, "/db").unwrap();
+    for i in 0..3000u32 {
+        let want = (i % 3 != 0).then(|| format!("v{i}").into_bytes());
+        assert_eq!(db.get(format!("k{i}")).unwrap(), want);
+    }
+}
+
+/// A file system that fails table creation while `fail` is set.
+#[derive(Debug, Clone)]
+struct FailingFs {
+    inner: MemFileSystem,
+    fail: Arc<AtomicBool>,
+}
+
+impl FileSystem for FailingFs {
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        if self.fail.load(Ordering::SeqCst) && path.extension().is_some_and(|e| e == "sst") {
+            return Err(Error::io(
+                format!("create {}", path.display()),
+                std::io::Error::other("disk full (injected)"),
+            ));
+        }
+        self.inner.create(path)
+    }
+    fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.inner.open_append(path)
+    }
+    fn open_sequential(&self, path: &Path) -> Result<Box<dyn SequentialFile>> {
+        self.inner.open_sequential(path)
+    }
+    fn open_random_access(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.inner.open_random_access(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> Result<()> {
+        self.inner.remove(path)
+    }
+    fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        self.inner.list(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn remove_dir(&self, dir: &Path) -> Result<()> {
+        self.inner.remove_dir(dir)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn is_dir(&self, path: &Path) -> bool {
+        self.inner.is_dir(path)
+    }
+    fn file_size(&self, path: &Path) -> Result<u64> {
+        self.inner.file_size(path)
+    }
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        self.inner.lock(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        self.inner.sync_dir(dir)
+    }
+}
+
+#[test]
+fn failed_flush_stops_writes_and_loses_nothing() {
+    let mem = MemFileSystem::new();
+    let fail = Arc::new(AtomicBool::new(false));
+    let fs = FailingFs {
+        inner: mem.clone(),
+        fail: fail.clone(),
+    };
+    let opts = opts_for(Arc::new(fs));
+    let db = DB::open(&opts, "/db").unwrap();
+    for i in 0..100u32 {
+        db.put(format!("k{i}"), b"v").unwrap();
+    }
+    fail.store(true, Ordering::SeqCst);
+    let err = db.flush().unwrap_err();
+    assert!(err.to_string().contains("disk full"), "{err}");
+    let err = db.put(b"later", b"x").unwrap_err();
+    assert!(
+        err.to_string().contains("disk full"),
+        "writes stop with the background error: {err}"
+    );
+    // Reads still work.
+    assert_eq!(db.get(b"k5").unwrap().as_deref(), Some(&b"v"[..]));
+    drop(db);
+    fail.store(false, Ordering::SeqCst);
+    let db = DB::open(&opts, "/db").unwrap();
+    for i in 0..100u32 {
+        assert_eq!(
+            db.get(format!("k{i}")).unwrap().as_deref(),
+            Some(&b"v"[..]),
+            "k{i} lost"
+        );
+    }
+    assert_eq!(db.get(b"later").unwrap(), None);
+}
