@@ -310,3 +310,33 @@ fn lock_held_by_another_process() {
     DB::open_default(&dir).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn compact_range_moves_everything_down() {
+    let fs = MemFileSystem::new();
+    let mut opts = small_opts(&fs);
+    opts.set_disable_auto_compactions(true);
+    let db = DB::open(&opts, "/db").unwrap();
+    for i in 0..5000u32 {
+        db.put(format!("k{:06}", i * 31 % 5000), [i as u8; 30])
+            .unwrap();
+        if i % 1000 == 999 {
+            db.flush().unwrap();
+        }
+    }
+    for i in (0..5000u32).step_by(2) {
+        db.delete(format!("k{i:06}")).unwrap();
+    }
+    let l0 = |db: &DB| {
+        db.property_value("strata.num-files-at-level0")
+            .unwrap()
+            .unwrap()
+    };
+    db.compact_range(None::<&[u8]>, None::<&[u8]>).unwrap();
+    assert_eq!(l0(&db), "0");
+    db.wait_for_compact().unwrap();
+    assert_eq!(db.iterator(IteratorMode::Start).count(), 2500);
+    for i in (0..5000u32).step_by(7) {
+        assert_eq!(db.get(format!("k{i:06}")).unwrap().is_some(), i % 2 == 1);
+    }
+}

@@ -358,3 +358,82 @@ fn is_base_level_for_key(
     }
     true
 }
+
+impl DbInner {
+    /// Compacts every file overlapping `[begin, end]` (user keys, None =
+    /// unbounded) level by level down to the last level holding data in
+    /// the range, as LevelDB's `CompactRange`. Waits for a running
+    /// automatic compaction first and keeps others out while it runs.
+    pub(crate) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        let mut st = self.state.lock();
+        while st.compaction_running {
+            if let Some(e) = &st.bg_error {
+                return Err(e.clone());
+            }
+            self.bg_done.wait(&mut st);
+        }
+        st.compaction_running = true;
+        let result = (|| {
+            let version = st.versions.current();
+            let last = (1..NUM_LEVELS)
+                .rev()
+                .find(|&l| {
+                    !version
+                        .overlapping_files(l, begin, end, &*self.user_cmp)
+                        .is_empty()
+                })
+                .unwrap_or(0);
+            for level in 0..last.max(1) {
+                if let Some(e) = &st.bg_error {
+                    return Err(e.clone());
+                }
+                let version = st.versions.current();
+                let inputs0 = version.overlapping_files(level, begin, end, &*self.user_cmp);
+                if inputs0.is_empty() {
+                    continue;
+                }
+                let ucmp = &*self.user_cmp;
+                let lo = inputs0
+                    .iter()
+                    .map(|f| f.smallest.user_key())
+                    .min_by(|a, b| ucmp.compare(a, b));
+                let hi = inputs0
+                    .iter()
+                    .map(|f| f.largest.user_key())
+                    .max_by(|a, b| ucmp.compare(a, b));
+                let inputs1 = version.overlapping_files(level + 1, lo, hi, ucmp);
+                let c = Compaction {
+                    level,
+                    inputs: [inputs0, inputs1],
+                    version,
+                };
+                self.run_compaction(&mut st, c)?;
+            }
+            Ok(())
+        })();
+        st.compaction_running = false;
+        self.bg_done.notify_all();
+        self.bg_work.notify_all();
+        result
+    }
+
+    /// Waits until no flush or compaction is running or needed.
+    pub(crate) fn wait_for_compact(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        loop {
+            if let Some(e) = &st.bg_error {
+                return Err(e.clone());
+            }
+            let idle = st.imm.is_empty()
+                && !st.flush_running
+                && !st.compaction_running
+                && (self.opts.disable_auto_compactions || self.pick_compaction(&st).is_none());
+            if idle {
+                return Ok(());
+            }
+            self.bg_work.notify_all();
+            self.bg_done
+                .wait_for(&mut st, std::time::Duration::from_millis(50));
+        }
+    }
+}

@@ -200,6 +200,25 @@ impl DB {
         }
     }
 
+    /// Compacts the key range `[start, end]` (None: unbounded) down the
+    /// levels, as `rocksdb::DB::compact_range`. Flushes the memtable first.
+    pub fn compact_range<S: AsRef<[u8]>, E: AsRef<[u8]>>(
+        &self,
+        start: Option<S>,
+        end: Option<E>,
+    ) -> Result<()> {
+        self.flush()?;
+        self.inner.compact_range(
+            start.as_ref().map(|s| s.as_ref()),
+            end.as_ref().map(|e| e.as_ref()),
+        )
+    }
+
+    /// Waits until every pending flush and compaction is done.
+    pub fn wait_for_compact(&self) -> Result<()> {
+        self.inner.wait_for_compact()
+    }
+
     /// A database property (`strata.stats`, `strata.num-files-at-level<N>`,
     /// `strata.total-sst-files-size`, `strata.cur-size-all-mem-tables`,
     /// `strata.estimate-num-keys`); the `rocksdb.` prefix works too.

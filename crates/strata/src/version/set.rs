@@ -452,26 +452,33 @@ fn replay(
         };
         check_torn_tail(fs, &path, &name, tail)?;
     }
-    let missing = |field: &str| Error::corruption(name.clone(), 0, format!("no {field} entry"));
-    if !seen.comparator {
-        return Err(missing("comparator"));
+    seen.finish(builder.build(), &name, number)
+}
+
+impl Counters {
+    /// Checks that the replay saw every counter and returns the state.
+    /// `manifest_number` is the replayed manifest's own number.
+    fn finish(self, version: Version, name: &str, manifest_number: u64) -> Result<Replayed> {
+        let missing = |field: &str| Error::corruption(name, 0, format!("no {field} entry"));
+        if !self.comparator {
+            return Err(missing("comparator"));
+        }
+        let log_number = self.log_number.ok_or_else(|| missing("log number"))?;
+        let next = self.next_file_number;
+        let next = next.ok_or_else(|| missing("next file number"))?;
+        let last_sequence = self.last_sequence.ok_or_else(|| missing("last sequence"))?;
+        // Never hand out a number a file on record already has.
+        let used = version.all_files().map(|f| f.number);
+        let highest = used.chain([manifest_number, log_number]).max().unwrap_or(0);
+        if highest.max(next) >= FILE_NUMBER_LIMIT {
+            let what = format!("file number {} is not below 2^63", highest.max(next));
+            return Err(Error::corruption(name, 0, what));
+        }
+        Ok(Replayed {
+            version,
+            log_number,
+            next_file_number: next.max(highest + 1),
+            last_sequence,
+        })
     }
-    let log_number = seen.log_number.ok_or_else(|| missing("log number"))?;
-    let next = seen.next_file_number;
-    let next = next.ok_or_else(|| missing("next file number"))?;
-    let last_sequence = seen.last_sequence.ok_or_else(|| missing("last sequence"))?;
-    let version = builder.build();
-    // Never hand out a number a file on record already has.
-    let used = version.all_files().map(|f| f.number);
-    let highest = used.chain([number, log_number]).max().unwrap_or(0);
-    if highest.max(next) >= FILE_NUMBER_LIMIT {
-        let what = format!("file number {} is not below 2^63", highest.max(next));
-        return Err(Error::corruption(name, 0, what));
-    }
-    Ok(Replayed {
-        version,
-        log_number,
-        next_file_number: next.max(highest + 1),
-        last_sequence,
-    })
 }
