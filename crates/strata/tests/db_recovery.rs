@@ -22,6 +22,9 @@ fn opts_for(fs: Arc<dyn FileSystem>) -> Options {
     opts
 }
 
+/// One step of the reopen test: an operation and its effect on the model.
+type Step = Box<dyn Fn(&DB, &mut std::collections::BTreeMap<Vec<u8>, Vec<u8>>)>;
+
 fn contents(db: &DB) -> Vec<(Vec<u8>, Vec<u8>)> {
     db.iterator(IteratorMode::Start)
         .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
@@ -33,10 +36,7 @@ fn reopen_after_each_kind_of_operation() {
     let fs = MemFileSystem::new();
     let opts = opts_for(Arc::new(fs.clone()));
     let mut expected = std::collections::BTreeMap::new();
-    let steps: Vec<(
-        &str,
-        Box<dyn Fn(&DB, &mut std::collections::BTreeMap<Vec<u8>, Vec<u8>>)>,
-    )> = vec![
+    let steps: Vec<(&str, Step)> = vec![
         (
             "put",
             Box::new(|db, m| {
