@@ -35,13 +35,12 @@ impl DbInner {
                 continue;
             }
             if st.bg_error.is_none()
-                && !st.compaction_running
+                && !st.manual_compaction
+                && st.running.len() < self.max_compactions()
                 && !self.opts.disable_auto_compactions
             {
                 if let Some(c) = self.pick_compaction(&st) {
-                    st.compaction_running = true;
                     let r = self.run_compaction(&mut st, c);
-                    st.compaction_running = false;
                     if let Err(e) = r {
                         if !self.shutting_down.load(Ordering::Acquire) {
                             self.set_bg_error(&mut st, e);
@@ -115,6 +114,9 @@ impl DbInner {
             if props.num_entries == 0 {
                 return Ok(None);
             }
+            // The manifest may name the table only once its directory entry
+            // is durable too, or a power loss leaves a dangling reference.
+            self.fs.sync_dir(&self.dir)?;
             let file_size = b.file_size();
             // Open it through the cache: a table that cannot be read back is
             // never recorded in the manifest.

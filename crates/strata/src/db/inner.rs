@@ -61,7 +61,12 @@ pub(crate) struct DbState {
     pub(crate) bg_error: Option<Error>,
     pub(crate) writers: VecDeque<Arc<Writer>>,
     pub(crate) flush_running: bool,
-    pub(crate) compaction_running: bool,
+    /// Output level and user-key range of each running compaction.
+    pub(crate) running: Vec<(usize, KeyRange)>,
+    pub(crate) running_ids: Vec<u64>,
+    pub(crate) next_compaction_id: u64,
+    /// A `compact_range` is running; automatic compactions wait.
+    pub(crate) manual_compaction: bool,
     /// Files being written that no version references yet.
     pub(crate) pending_outputs: HashSet<u64>,
     /// Live snapshots: sequence → count.
@@ -70,19 +75,18 @@ pub(crate) struct DbState {
     pub(crate) old_versions: Vec<Weak<Version>>,
     /// Per level, the largest key of the last compaction (round robin).
     pub(crate) compact_pointer: [Vec<u8>; NUM_LEVELS],
-    /// Statistics: bytes written by flushes and compactions, per level.
+    /// Flush (L0) and compaction statistics, by output level.
     pub(crate) stats: [LevelStats; NUM_LEVELS],
+    /// Bytes of user batches written (to the log and the memtable).
+    pub(crate) user_bytes: u64,
+    /// Bytes appended to logs.
+    pub(crate) wal_bytes: u64,
 }
 
-/// Compaction statistics of one level.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct LevelStats {
-    pub(crate) bytes_read: u64,
-    pub(crate) bytes_written: u64,
-    pub(crate) bytes_moved: u64,
-    pub(crate) micros: u64,
-    pub(crate) count: u64,
-}
+pub(crate) use super::compaction::stats::LevelStats;
+
+/// A range of user keys, both ends included.
+pub(crate) type KeyRange = (Vec<u8>, Vec<u8>);
 
 /// What a read needs, copied under the lock.
 pub(crate) struct SuperVersion {
@@ -129,16 +133,6 @@ impl DbInner {
             st.bg_error = Some(e);
         }
         self.bg_done.notify_all();
-    }
-
-    /// The oldest sequence number a live snapshot can read, or the last
-    /// sequence if there is no snapshot.
-    pub(crate) fn smallest_snapshot(st: &DbState) -> SequenceNumber {
-        st.snapshots
-            .keys()
-            .next()
-            .copied()
-            .unwrap_or_else(|| st.versions.last_sequence())
     }
 
     /// Moves the current version to the list of older ones before `f`

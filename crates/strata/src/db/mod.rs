@@ -219,9 +219,13 @@ impl DB {
         self.inner.wait_for_compact()
     }
 
-    /// A database property (`strata.stats`, `strata.num-files-at-level<N>`,
+    /// A database property: `strata.stats` (compaction statistics table),
+    /// `strata.levelstats`, `strata.sstables`, `strata.num-files-at-level<N>`,
     /// `strata.total-sst-files-size`, `strata.cur-size-all-mem-tables`,
-    /// `strata.estimate-num-keys`); the `rocksdb.` prefix works too.
+    /// `strata.estimate-num-keys`, `strata.user-bytes-written`,
+    /// `strata.base-level`, `strata.compaction.bytes-written-at-level<N>`,
+    /// `strata.compaction.bytes-moved-at-level<N>`; the `rocksdb.` prefix
+    /// works too.
     pub fn property_value(&self, name: &str) -> Result<Option<String>> {
         self.inner.property(name)
     }
@@ -326,6 +330,18 @@ impl DbInner {
                 .map_err(|_| Error::invalid_argument(format!("bad property {name}")))?;
             return Ok((level < crate::version::NUM_LEVELS).then(|| v.num_files(level).to_string()));
         }
+        if let Some(level) = prop.strip_prefix("compaction.bytes-written-at-level") {
+            let level: usize = level
+                .parse()
+                .map_err(|_| Error::invalid_argument(format!("bad property {name}")))?;
+            return Ok(st.stats.get(level).map(|s| s.bytes_written.to_string()));
+        }
+        if let Some(level) = prop.strip_prefix("compaction.bytes-moved-at-level") {
+            let level: usize = level
+                .parse()
+                .map_err(|_| Error::invalid_argument(format!("bad property {name}")))?;
+            return Ok(st.stats.get(level).map(|s| s.bytes_moved.to_string()));
+        }
         let mem_bytes = || {
             st.mem.approximate_memory_usage()
                 + st.imm
@@ -349,39 +365,53 @@ impl DbInner {
                 Some((mem as u64 + tables).to_string())
             }
             "stats" => Some(self.stats_string(&st, &v)),
+            "user-bytes-written" => Some(st.user_bytes.to_string()),
+            "base-level" => Some(
+                compaction::level_targets(&self.opts, &v)
+                    .base_level
+                    .to_string(),
+            ),
+            "levelstats" => Some(compaction::stats::format_level_stats(&v)),
+            "sstables" => Some(self.sstables_string(&v)),
             _ => None,
         })
     }
 
-    fn stats_string(&self, st: &inner::DbState, v: &crate::version::Version) -> String {
-        let mut out = String::from("\n** Compaction Stats **\n");
-        out.push_str("Level    Files   Size(MB)   Score  Write(MB)  Read(MB)  Moved(MB)  Comp(sec)  Comp(cnt)\n");
-        let mb = |b: u64| b as f64 / 1048576.0;
+    fn sstables_string(&self, v: &crate::version::Version) -> String {
+        let mut out = String::new();
         for level in 0..crate::version::NUM_LEVELS {
-            let s = &st.stats[level];
-            let score = if level == 0 {
-                v.num_files(0) as f64 / self.opts.level0_file_num_compaction_trigger as f64
-            } else {
-                v.level_bytes(level) as f64 / self.opts.max_bytes_for_level(level) as f64
-            };
-            out.push_str(&format!(
-                "  L{level} {:>9} {:>10.1} {:>7.2} {:>10.1} {:>9.1} {:>10.1} {:>10.2} {:>10}\n",
-                v.num_files(level),
-                mb(v.level_bytes(level)),
-                score,
-                mb(s.bytes_written),
-                mb(s.bytes_read),
-                mb(s.bytes_moved),
-                s.micros as f64 / 1e6,
-                s.count
-            ));
+            out.push_str(&format!("--- level {level} ---\n"));
+            for f in v.files(level) {
+                out.push_str(&format!(
+                    " {}:{}[{} .. {}]\n",
+                    f.number,
+                    f.file_size,
+                    String::from_utf8_lossy(f.smallest.user_key()),
+                    String::from_utf8_lossy(f.largest.user_key())
+                ));
+            }
         }
+        out
+    }
+
+    fn stats_string(&self, st: &inner::DbState, v: &crate::version::Version) -> String {
+        let targets = compaction::level_targets(&self.opts, v);
+        let scores = self.level_scores(v, &targets);
+        let mut out = compaction::stats::format_stats(&compaction::stats::StatsInput {
+            version: v,
+            stats: &st.stats,
+            scores: &scores,
+            targets: &targets,
+            user_bytes: st.user_bytes,
+            wal_bytes: st.wal_bytes,
+        });
         out.push_str(&format!(
-            "memtables: {} immutable, {} bytes; last sequence {}; open tables {}\n",
+            "Memtables: {} immutable, {} bytes active; last sequence {}; open tables {}; running compactions {}\n",
             st.imm.len(),
             st.mem.approximate_memory_usage(),
             st.versions.last_sequence(),
-            self.table_cache.len()
+            self.table_cache.len(),
+            st.running.len()
         ));
         out
     }

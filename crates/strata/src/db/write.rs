@@ -146,6 +146,10 @@ impl DbInner {
             Ok(()) => {
                 st.versions
                     .set_last_sequence(first_seq + group.len() as u64 - 1);
+                st.user_bytes += group.size_in_bytes() as u64;
+                if !disable_wal {
+                    st.wal_bytes += group.size_in_bytes() as u64;
+                }
                 Ok(())
             }
             Err(e) => {
@@ -193,7 +197,12 @@ impl DbInner {
         let file = self.fs.create(&log_file_name(&self.dir, number))?;
         self.fs.sync_dir(&self.dir)?;
         if let Some(old) = st.log.as_mut() {
-            old.flush()?;
+            // Sync, not just flush: a synced write to the new log must not
+            // survive a power loss that drops earlier writes of the old one.
+            if let Err(e) = old.flush() {
+                self.set_bg_error(st, e.clone());
+                return Err(e);
+            }
         }
         st.log = Some(LogWriter::new(file));
         let old_mem = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(self.icmp.clone())));

@@ -1,0 +1,488 @@
+//! Running a compaction and installing its result.
+
+use std::cmp::Ordering as CmpOrdering;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::MutexGuard;
+
+use crate::error::{Error, Result};
+use crate::iter::merging::MergingIterator;
+use crate::iter::InternalIterator;
+use crate::key::{parse_internal_key, Comparator, InternalKey, SequenceNumber, ValueKind};
+use crate::sst::TableBuilder;
+use crate::version::{NewFile, Version, VersionEdit, NUM_LEVELS};
+
+use super::super::filename::table_file_name;
+use super::super::flush::TableStats;
+use super::super::inner::{DbInner, DbState};
+use super::picker::{Compaction, LAST_LEVEL};
+
+impl DbInner {
+    /// Runs `c` with the lock released during the I/O and installs it.
+    pub(crate) fn run_compaction(
+        &self,
+        st: &mut MutexGuard<'_, DbState>,
+        c: Compaction,
+    ) -> Result<()> {
+        let start = Instant::now();
+        for f in c.all_inputs() {
+            f.being_compacted.store(true, Ordering::Release);
+        }
+        let id = st.next_compaction_id;
+        st.next_compaction_id += 1;
+        st.running.push((c.output_level, c.range.clone()));
+        st.running_ids.push(id);
+        let result = self.run_compaction_inner(st, &c, start);
+        let at = st
+            .running_ids
+            .iter()
+            .position(|&x| x == id)
+            .expect("running compaction is registered");
+        st.running.remove(at);
+        st.running_ids.remove(at);
+        for f in c.all_inputs() {
+            f.being_compacted.store(false, Ordering::Release);
+        }
+        result
+    }
+
+    fn run_compaction_inner(
+        &self,
+        st: &mut MutexGuard<'_, DbState>,
+        c: &Compaction,
+        start: Instant,
+    ) -> Result<()> {
+        let mut edit = VersionEdit::new();
+        for f in &c.inputs[0] {
+            edit.delete_file(c.level, f.number);
+        }
+        for f in &c.inputs[1] {
+            edit.delete_file(c.output_level, f.number);
+        }
+        if c.is_trivial_move(&*self.user_cmp) {
+            let moved: u64 = c.input_bytes(0);
+            for f in &c.inputs[0] {
+                edit.add_new_file(c.output_level, f.to_new_file());
+            }
+            Self::remember_current(st);
+            st.versions.log_and_apply(&mut edit)?;
+            self.advance_compact_pointer(st, c);
+            let s = &mut st.stats[c.output_level];
+            s.bytes_moved += moved;
+            s.count += 1;
+            s.micros += start.elapsed().as_micros() as u64;
+            return Ok(());
+        }
+        let snapshots: Vec<SequenceNumber> = st.snapshots.keys().copied().collect();
+        let job = Job {
+            db: self,
+            c,
+            snapshots,
+        };
+        let outputs = MutexGuard::unlocked(st, || job.run());
+        let (outputs, counts) = match outputs {
+            Ok(o) => o,
+            Err((e, numbers)) => {
+                for n in numbers {
+                    st.pending_outputs.remove(&n);
+                    self.table_cache.evict(n);
+                    let _ = self.fs.remove(&table_file_name(&self.dir, n));
+                }
+                return Err(e);
+            }
+        };
+        let written: u64 = outputs.iter().map(|f| f.file_size).sum();
+        for f in &outputs {
+            edit.add_new_file(c.output_level, f.clone());
+        }
+        Self::remember_current(st);
+        let applied = st.versions.log_and_apply(&mut edit);
+        for f in &outputs {
+            st.pending_outputs.remove(&f.number);
+        }
+        applied?;
+        #[cfg(feature = "invariants")]
+        self.check_invariants(st);
+        self.advance_compact_pointer(st, c);
+        let s = &mut st.stats[c.output_level];
+        s.bytes_read_n += c.input_bytes(0);
+        s.bytes_read_np1 += c.input_bytes(1);
+        s.bytes_written += written;
+        s.micros += start.elapsed().as_micros() as u64;
+        s.count += 1;
+        s.keys_in += counts.0;
+        s.keys_dropped += counts.1;
+        self.delete_obsolete_files(st);
+        Ok(())
+    }
+
+    fn advance_compact_pointer(&self, st: &mut DbState, c: &Compaction) {
+        if let Some(last) = c.inputs[0]
+            .iter()
+            .map(|f| f.largest.encoded())
+            .max_by(|a, b| self.icmp.compare(a, b))
+        {
+            st.compact_pointer[c.level] = last.to_vec();
+        }
+    }
+
+    /// Checks the level invariants of the current version: levels 1 and
+    /// deeper sorted and non-overlapping (by user key), every file in one
+    /// place only, every file present on disk.
+    #[cfg(feature = "invariants")]
+    pub(crate) fn check_invariants(&self, st: &DbState) {
+        let v = st.versions.current();
+        let ucmp = &*self.user_cmp;
+        let mut seen = std::collections::HashSet::new();
+        for level in 0..NUM_LEVELS {
+            for f in v.files(level) {
+                assert!(seen.insert(f.number), "file {} referenced twice", f.number);
+                assert!(
+                    self.fs.exists(&table_file_name(&self.dir, f.number)),
+                    "file {} missing",
+                    f.number
+                );
+            }
+            if level > 0 {
+                for w in v.files(level).windows(2) {
+                    assert_eq!(
+                        ucmp.compare(w[0].largest.user_key(), w[1].smallest.user_key()),
+                        CmpOrdering::Less,
+                        "L{level} files {} and {} overlap or are out of order",
+                        w[0].number,
+                        w[1].number
+                    );
+                }
+            }
+        }
+    }
+
+    /// Compacts every file overlapping `[begin, end]` (user keys, None =
+    /// unbounded) level by level down to the last level holding data in
+    /// the range, as LevelDB's `CompactRange`, then rewrites that last
+    /// level's files in the range in place. Waits for running
+    /// compactions first and keeps automatic ones out while it runs.
+    pub(crate) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        let mut st = self.state.lock();
+        while st.manual_compaction || !st.running.is_empty() {
+            if let Some(e) = &st.bg_error {
+                return Err(e.clone());
+            }
+            self.bg_done.wait(&mut st);
+        }
+        st.manual_compaction = true;
+        let result = self.compact_range_locked(&mut st, begin, end);
+        st.manual_compaction = false;
+        self.bg_done.notify_all();
+        self.bg_work.notify_all();
+        result
+    }
+
+    fn compact_range_locked(
+        &self,
+        st: &mut MutexGuard<'_, DbState>,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<()> {
+        let ucmp = &*self.user_cmp;
+        let version = st.versions.current();
+        let Some(last) = (0..NUM_LEVELS)
+            .rev()
+            .find(|&l| !version.overlapping_files(l, begin, end, ucmp).is_empty())
+        else {
+            return Ok(());
+        };
+        let mut level = 0;
+        while level < last || (level == 0 && last == 0) {
+            if let Some(e) = &st.bg_error {
+                return Err(e.clone());
+            }
+            let version = st.versions.current();
+            let targets = super::level_targets(&self.opts, &version);
+            let output = if level == 0 {
+                targets.base_level
+            } else {
+                level + 1
+            };
+            if output > LAST_LEVEL {
+                break;
+            }
+            let inputs0 = version.overlapping_files(level, begin, end, ucmp);
+            if !inputs0.is_empty() {
+                let Some(c) = self.build_compaction(st, &version, level, output, inputs0) else {
+                    return Err(Error::Busy(
+                        "compact_range: inputs are being compacted".into(),
+                    ));
+                };
+                self.run_compaction(st, c)?;
+            }
+            level = output;
+        }
+        // Rewrite the last level in place too, so that versions no snapshot
+        // needs and deletion markers are dropped (RocksDB's
+        // `BottommostLevelCompaction::kForce`).
+        if level == last && last > 0 {
+            let version = st.versions.current();
+            let inputs0 = version.overlapping_files(last, begin, end, ucmp);
+            if !inputs0.is_empty() {
+                let Some(c) = self.build_compaction(st, &version, last, last, inputs0) else {
+                    return Err(Error::Busy(
+                        "compact_range: inputs are being compacted".into(),
+                    ));
+                };
+                self.run_compaction(st, c)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until no flush or compaction is running or needed.
+    pub(crate) fn wait_for_compact(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        loop {
+            if let Some(e) = &st.bg_error {
+                return Err(e.clone());
+            }
+            let idle = st.imm.is_empty()
+                && !st.flush_running
+                && st.running.is_empty()
+                && !st.manual_compaction
+                && (self.opts.disable_auto_compactions || self.pick_compaction(&st).is_none());
+            if idle {
+                return Ok(());
+            }
+            self.bg_work.notify_all();
+            self.bg_done
+                .wait_for(&mut st, std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+/// The merge of one compaction, run without the database lock.
+struct Job<'a> {
+    db: &'a DbInner,
+    c: &'a Compaction,
+    /// Live snapshots, ascending.
+    snapshots: Vec<SequenceNumber>,
+}
+
+struct Output {
+    number: u64,
+    builder: TableBuilder,
+    stats: TableStats,
+}
+
+#[derive(Default)]
+struct Outputs {
+    done: Vec<NewFile>,
+    numbers: Vec<u64>,
+    current: Option<Output>,
+}
+
+/// Tracks how much of the grandparent level the current output overlaps,
+/// to cut it before a later compaction of it would read too much.
+struct GrandparentCursor<'a> {
+    files: &'a [Arc<crate::version::FileMetaData>],
+    index: usize,
+    overlapped: u64,
+    seen_key: bool,
+    limit: u64,
+}
+
+impl GrandparentCursor<'_> {
+    /// True if the output should be cut before `user_key`.
+    fn should_stop_before(&mut self, user_key: &[u8], ucmp: &dyn Comparator) -> bool {
+        while self.index < self.files.len()
+            && ucmp.compare(user_key, self.files[self.index].largest.user_key())
+                == CmpOrdering::Greater
+        {
+            if self.seen_key {
+                self.overlapped += self.files[self.index].file_size;
+            }
+            self.index += 1;
+        }
+        self.seen_key = true;
+        if self.overlapped > self.limit {
+            self.overlapped = 0;
+            return true;
+        }
+        false
+    }
+
+    fn reset(&mut self) {
+        self.overlapped = 0;
+    }
+}
+
+type JobResult = std::result::Result<(Vec<NewFile>, (u64, u64)), (Error, Vec<u64>)>;
+
+impl Job<'_> {
+    fn run(&self) -> JobResult {
+        let mut out = Outputs::default();
+        match self.merge(&mut out) {
+            Ok(counts) => Ok((out.done, counts)),
+            Err(e) => Err((e, out.numbers)),
+        }
+    }
+
+    /// The snapshot stripe of `seq`: entries of one user key in the same
+    /// stripe are indistinguishable to every reader, so only the newest
+    /// needs keeping.
+    fn stripe(&self, seq: SequenceNumber) -> usize {
+        self.snapshots.partition_point(|&s| s < seq)
+    }
+
+    /// Merges the inputs; returns (entries read, entries dropped).
+    fn merge(&self, out: &mut Outputs) -> Result<(u64, u64)> {
+        let db = self.db;
+        let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+        for f in self.c.all_inputs() {
+            children.push(Box::new(db.table_cache.get(f.number)?.iter_opt(false)));
+        }
+        let icmp: Arc<dyn Comparator> = Arc::new(db.icmp.clone());
+        let mut it = MergingIterator::new(icmp, children);
+        it.seek_to_first();
+        let ucmp = &*db.user_cmp;
+        let target = db.opts.target_file_size(self.c.output_level);
+        let mut grandparents = GrandparentCursor {
+            files: &self.c.grandparents,
+            index: 0,
+            overlapped: 0,
+            seen_key: false,
+            limit: db.max_compaction_bytes(),
+        };
+        let mut current_user_key: Option<Vec<u8>> = None;
+        let mut last_stripe = usize::MAX;
+        let (mut read, mut dropped) = (0u64, 0u64);
+        while it.valid() {
+            read += 1;
+            if read.is_multiple_of(1024) && db.shutting_down.load(Ordering::Acquire) {
+                return Err(Error::Busy(
+                    "compaction stopped: the database is closing".into(),
+                ));
+            }
+            let key = it.key();
+            let Some(p) = parse_internal_key(key) else {
+                return Err(Error::corruption(
+                    "compaction input",
+                    0,
+                    "malformed internal key",
+                ));
+            };
+            let new_user_key = current_user_key
+                .as_deref()
+                .is_none_or(|k| ucmp.compare(k, p.user_key) != CmpOrdering::Equal);
+            if new_user_key {
+                current_user_key = Some(p.user_key.to_vec());
+                last_stripe = usize::MAX;
+                // Cut only between user keys, so no user key spans two files.
+                let stop = grandparents.should_stop_before(p.user_key, ucmp);
+                if out
+                    .current
+                    .as_ref()
+                    .is_some_and(|o| stop || o.builder.estimated_file_size() >= target)
+                {
+                    self.finish_output(out)?;
+                    grandparents.reset();
+                }
+            }
+            let stripe = self.stripe(p.sequence);
+            let drop = if stripe == last_stripe {
+                // A newer entry of this key is visible to the same readers.
+                true
+            } else {
+                p.kind == ValueKind::Deletion
+                    && stripe == 0
+                    && is_base_level_for_key(&self.c.version, self.c.output_level, p.user_key, ucmp)
+            };
+            last_stripe = stripe;
+            if drop {
+                dropped += 1;
+            } else {
+                if out.current.is_none() {
+                    self.start_output(out)?;
+                }
+                let cur = out.current.as_mut().expect("output just started");
+                cur.stats.observe(key)?;
+                cur.builder.add(key, it.value())?;
+            }
+            it.next();
+        }
+        it.status()?;
+        self.finish_output(out)?;
+        Ok((read, dropped))
+    }
+
+    fn start_output(&self, out: &mut Outputs) -> Result<()> {
+        let db = self.db;
+        let number = {
+            let mut st = db.state.lock();
+            let n = st.versions.new_file_number();
+            st.pending_outputs.insert(n);
+            n
+        };
+        out.numbers.push(number);
+        let path = table_file_name(&db.dir, number);
+        let file = db.fs.create(&path)?;
+        let builder = TableBuilder::new(db.opts.table_options(), file, path.display().to_string())?;
+        out.current = Some(Output {
+            number,
+            builder,
+            stats: TableStats::default(),
+        });
+        Ok(())
+    }
+
+    fn finish_output(&self, out: &mut Outputs) -> Result<()> {
+        let Some(mut cur) = out.current.take() else {
+            return Ok(());
+        };
+        let props = cur.builder.finish()?;
+        cur.builder.sync()?;
+        // Durable name before the manifest refers to it (see write_table).
+        self.db.fs.sync_dir(&self.db.dir)?;
+        self.db.table_cache.get(cur.number)?;
+        out.done.push(NewFile {
+            number: cur.number,
+            file_size: cur.builder.file_size(),
+            smallest: InternalKey::from_encoded(props.smallest_key),
+            largest: InternalKey::from_encoded(props.largest_key),
+            smallest_seqno: cur.stats.smallest_seqno,
+            largest_seqno: cur.stats.largest_seqno,
+        });
+        Ok(())
+    }
+}
+
+impl DbInner {
+    /// Bound on the grandparent bytes one output may overlap.
+    pub(crate) fn max_compaction_bytes(&self) -> u64 {
+        match self.opts.max_compaction_bytes {
+            0 => self.opts.target_file_size_base.saturating_mul(25),
+            n => n,
+        }
+    }
+}
+
+/// True if no level below `output_level` may hold `user_key`, so a deletion
+/// of it has nothing left to hide.
+fn is_base_level_for_key(
+    version: &Version,
+    output_level: usize,
+    user_key: &[u8],
+    ucmp: &dyn Comparator,
+) -> bool {
+    for level in output_level + 1..NUM_LEVELS {
+        let files = version.files(level);
+        let i = files
+            .partition_point(|f| ucmp.compare(f.largest.user_key(), user_key) == CmpOrdering::Less);
+        if i < files.len()
+            && ucmp.compare(files[i].smallest.user_key(), user_key) != CmpOrdering::Greater
+        {
+            return false;
+        }
+    }
+    true
+}

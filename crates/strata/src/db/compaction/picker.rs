@@ -1,0 +1,334 @@
+//! Choosing what to compact.
+
+use std::cmp::Ordering as CmpOrdering;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::key::Comparator;
+use crate::version::{FileMetaData, Version, NUM_LEVELS};
+
+use super::super::inner::{DbInner, DbState};
+use super::super::options::Options;
+
+/// The last level; data settles here.
+pub(crate) const LAST_LEVEL: usize = NUM_LEVELS - 1;
+
+/// Target sizes of the levels for one version.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct LevelTargets {
+    /// The level L0 compacts into (1 unless dynamic level sizing moved it).
+    pub(crate) base_level: usize,
+    /// Target bytes per level (`u64::MAX` for L0 and levels above base).
+    pub(crate) max_bytes: [u64; NUM_LEVELS],
+}
+
+/// Level targets: `max_bytes_for_level_base` × multiplier per level, or,
+/// with `level_compaction_dynamic_level_bytes`, computed from the size of
+/// the last level upward as RocksDB does, so that the last level holds
+/// most of the data and the levels above are each `multiplier` times
+/// smaller, never below `max_bytes_for_level_base`.
+pub(crate) fn level_targets(opts: &Options, version: &Version) -> LevelTargets {
+    let mut max_bytes = [u64::MAX; NUM_LEVELS];
+    let mult = opts.max_bytes_for_level_multiplier;
+    let base = opts.max_bytes_for_level_base;
+    if !opts.level_compaction_dynamic_level_bytes {
+        for (level, target) in max_bytes.iter_mut().enumerate().skip(1) {
+            *target = opts.max_bytes_for_level(level);
+        }
+        return LevelTargets {
+            base_level: 1,
+            max_bytes,
+        };
+    }
+    let max_level_size = (1..NUM_LEVELS)
+        .map(|l| version.level_bytes(l))
+        .max()
+        .unwrap_or(0);
+    let first_non_empty = (1..NUM_LEVELS).find(|&l| version.num_files(l) > 0);
+    let Some(first_non_empty) = first_non_empty.filter(|_| max_level_size > 0) else {
+        // An empty tree: L0 compacts straight into the last level.
+        max_bytes[LAST_LEVEL] = base;
+        return LevelTargets {
+            base_level: LAST_LEVEL,
+            max_bytes,
+        };
+    };
+    let base_min = (base as f64 / mult) as u64;
+    let mut cur = max_level_size as f64;
+    for _ in first_non_empty..LAST_LEVEL {
+        cur /= mult;
+    }
+    let (base_level, base_size) = if cur <= base_min as f64 {
+        (first_non_empty, base_min + 1)
+    } else {
+        let mut level = first_non_empty;
+        while level > 1 && cur > base as f64 {
+            level -= 1;
+            cur /= mult;
+        }
+        (level, (cur as u64).min(base))
+    };
+    let mut size = base_size as f64;
+    for (level, target) in max_bytes.iter_mut().enumerate().skip(base_level) {
+        if level > base_level {
+            size *= mult;
+        }
+        *target = (size as u64).max(base);
+    }
+    LevelTargets {
+        base_level,
+        max_bytes,
+    }
+}
+
+/// A chosen compaction.
+#[derive(Debug)]
+pub(crate) struct Compaction {
+    pub(crate) level: usize,
+    pub(crate) output_level: usize,
+    /// Inputs from `level` and from `output_level`.
+    pub(crate) inputs: [Vec<Arc<FileMetaData>>; 2],
+    /// Files of the level below the output that the output overlaps.
+    pub(crate) grandparents: Vec<Arc<FileMetaData>>,
+    pub(crate) version: Arc<Version>,
+    /// Smallest and largest user key of all inputs.
+    pub(crate) range: (Vec<u8>, Vec<u8>),
+}
+
+impl Compaction {
+    /// True when the inputs can move to the output level by a manifest
+    /// edit alone: nothing there overlaps them and they do not overlap
+    /// each other.
+    pub(crate) fn is_trivial_move(&self, ucmp: &dyn Comparator) -> bool {
+        if !self.inputs[1].is_empty()
+            || self.inputs[0].is_empty()
+            || self.level == self.output_level
+        {
+            return false;
+        }
+        if self.level > 0 {
+            return true;
+        }
+        let mut files: Vec<&Arc<FileMetaData>> = self.inputs[0].iter().collect();
+        files.sort_by(|a, b| ucmp.compare(a.smallest.user_key(), b.smallest.user_key()));
+        files.windows(2).all(|w| {
+            ucmp.compare(w[0].largest.user_key(), w[1].smallest.user_key()) == CmpOrdering::Less
+        })
+    }
+
+    pub(crate) fn input_bytes(&self, which: usize) -> u64 {
+        self.inputs[which].iter().map(|f| f.file_size).sum()
+    }
+
+    pub(crate) fn all_inputs(&self) -> impl Iterator<Item = &Arc<FileMetaData>> {
+        self.inputs.iter().flatten()
+    }
+}
+
+/// User-key range of `files`.
+pub(crate) fn key_range(
+    files: &[Arc<FileMetaData>],
+    ucmp: &dyn Comparator,
+) -> Option<(Vec<u8>, Vec<u8>)> {
+    let lo = files
+        .iter()
+        .map(|f| f.smallest.user_key())
+        .min_by(|a, b| ucmp.compare(a, b))?;
+    let hi = files
+        .iter()
+        .map(|f| f.largest.user_key())
+        .max_by(|a, b| ucmp.compare(a, b))?;
+    Some((lo.to_vec(), hi.to_vec()))
+}
+
+fn ranges_overlap(a: &(Vec<u8>, Vec<u8>), b: &(Vec<u8>, Vec<u8>), ucmp: &dyn Comparator) -> bool {
+    ucmp.compare(&a.0, &b.1) != CmpOrdering::Greater
+        && ucmp.compare(&b.0, &a.1) != CmpOrdering::Greater
+}
+
+fn busy(f: &FileMetaData) -> bool {
+    f.being_compacted.load(Ordering::Acquire)
+}
+
+impl DbInner {
+    /// The most urgent compaction that does not conflict with running ones.
+    pub(crate) fn pick_compaction(&self, st: &DbState) -> Option<Compaction> {
+        let version = st.versions.current();
+        let targets = level_targets(&self.opts, &version);
+        for (level, score) in self.level_scores(&version, &targets) {
+            if score < 1.0 {
+                break;
+            }
+            if let Some(c) = self.compaction_for_level(st, &version, &targets, level) {
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    /// (level, score) for L0 and every level from the base level down to
+    /// the one above the last, highest first. L0 scores by file count;
+    /// the others by bytes not already being compacted over target.
+    pub(crate) fn level_scores(
+        &self,
+        version: &Version,
+        targets: &LevelTargets,
+    ) -> Vec<(usize, f64)> {
+        let l0_files = version.files(0).iter().filter(|f| !busy(f)).count();
+        let mut scores = vec![(
+            0,
+            l0_files as f64 / self.opts.level0_file_num_compaction_trigger as f64,
+        )];
+        for level in targets.base_level..LAST_LEVEL {
+            let bytes: u64 = version
+                .files(level)
+                .iter()
+                .filter(|f| !busy(f))
+                .map(|f| f.file_size)
+                .sum();
+            scores.push((level, bytes as f64 / targets.max_bytes[level] as f64));
+        }
+        scores.sort_by(|a, b| b.1.total_cmp(&a.1));
+        scores
+    }
+
+    fn compaction_for_level(
+        &self,
+        st: &DbState,
+        version: &Arc<Version>,
+        targets: &LevelTargets,
+        level: usize,
+    ) -> Option<Compaction> {
+        if level == 0 {
+            // One L0 compaction at a time: L0 files overlap, and a second
+            // one could leave newer data below older.
+            if version.files(0).iter().any(|f| busy(f)) {
+                return None;
+            }
+            let inputs0 = version.files(0).to_vec();
+            return self.build_compaction(st, version, 0, targets.base_level, inputs0);
+        }
+        // Round robin over the level's files by key.
+        let files = version.files(level);
+        let pointer = &st.compact_pointer[level];
+        let start = files
+            .iter()
+            .position(|f| {
+                pointer.is_empty()
+                    || self.icmp.compare(f.largest.encoded(), pointer) == CmpOrdering::Greater
+            })
+            .unwrap_or(0);
+        (0..files.len())
+            .map(|i| &files[(start + i) % files.len()])
+            .filter(|f| !busy(f))
+            .find_map(|f| self.build_compaction(st, version, level, level + 1, vec![f.clone()]))
+    }
+
+    /// Completes a compaction from its first inputs, or None if it would
+    /// conflict with a running one.
+    pub(crate) fn build_compaction(
+        &self,
+        st: &DbState,
+        version: &Arc<Version>,
+        level: usize,
+        output_level: usize,
+        inputs0: Vec<Arc<FileMetaData>>,
+    ) -> Option<Compaction> {
+        let ucmp = &*self.user_cmp;
+        let range = key_range(&inputs0, ucmp)?;
+        // A compaction within one level (manual, of the last level) has
+        // no second input.
+        let inputs1 = if output_level == level {
+            Vec::new()
+        } else {
+            version.overlapping_files(output_level, Some(&range.0), Some(&range.1), ucmp)
+        };
+        if inputs0.iter().chain(&inputs1).any(|f| busy(f)) {
+            return None;
+        }
+        let mut all = inputs0.clone();
+        all.extend(inputs1.iter().cloned());
+        let range = key_range(&all, ucmp)?;
+        if st
+            .running
+            .iter()
+            .any(|(l, r)| *l == output_level && ranges_overlap(r, &range, ucmp))
+        {
+            return None;
+        }
+        let grandparents = if output_level + 1 < NUM_LEVELS {
+            version.overlapping_files(output_level + 1, Some(&range.0), Some(&range.1), ucmp)
+        } else {
+            Vec::new()
+        };
+        Some(Compaction {
+            level,
+            output_level,
+            inputs: [inputs0, inputs1],
+            grandparents,
+            version: version.clone(),
+            range,
+        })
+    }
+
+    /// How many compactions may run at once: what `max_background_jobs`
+    /// leaves after the flush threads (a quarter, at least one), as RocksDB.
+    pub(crate) fn max_compactions(&self) -> usize {
+        let jobs = self.opts.max_background_jobs;
+        let flushes = (jobs / 4).max(1);
+        jobs.saturating_sub(flushes).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{InternalKey, ValueKind};
+    use crate::version::{VersionBuilder, VersionEdit};
+
+    fn version_with(sizes: &[(usize, u64)]) -> Version {
+        let icmp = crate::key::InternalKeyComparator::new(Arc::new(crate::key::BytewiseComparator));
+        let mut edit = VersionEdit::new();
+        for (i, &(level, size)) in sizes.iter().enumerate() {
+            let k = format!("k{i:04}");
+            let small = InternalKey::new(k.as_bytes(), 1, ValueKind::Value);
+            let large = InternalKey::new(format!("{k}z").as_bytes(), 1, ValueKind::Value);
+            edit.add_file(level, i as u64 + 10, size, small, large, 1, 1);
+        }
+        let base = Version::empty();
+        let mut b = VersionBuilder::new(icmp, &base);
+        b.apply(&edit, "test", 0).unwrap();
+        b.build()
+    }
+
+    #[test]
+    fn static_targets_grow_by_the_multiplier() {
+        let opts = Options::default();
+        let t = level_targets(&opts, &Version::empty());
+        assert_eq!(t.base_level, 1);
+        assert_eq!(t.max_bytes[1], 256 << 20);
+        assert_eq!(t.max_bytes[2], 2560 << 20);
+    }
+
+    #[test]
+    fn dynamic_targets_follow_the_last_level() {
+        let mut opts = Options::default();
+        opts.set_level_compaction_dynamic_level_bytes(true);
+        opts.set_max_bytes_for_level_base(100);
+        opts.set_max_bytes_for_level_multiplier(10.0);
+        let t = level_targets(&opts, &Version::empty());
+        assert_eq!(t.base_level, LAST_LEVEL);
+        // 1,000,000 bytes in L6: L5 100,000, L4 10,000, L3 1,000, L2 100 = base.
+        let v = version_with(&[(6, 1_000_000)]);
+        let t = level_targets(&opts, &v);
+        assert_eq!(t.base_level, 2, "{t:?}");
+        assert_eq!(t.max_bytes[2], 100);
+        assert_eq!(t.max_bytes[5], 100_000);
+        assert_eq!(t.max_bytes[6], 1_000_000);
+        // A small last level keeps the base level at it.
+        let v = version_with(&[(6, 50)]);
+        let t = level_targets(&opts, &v);
+        assert_eq!(t.base_level, 6, "{t:?}");
+        assert!(t.max_bytes[6] >= 100);
+    }
+}
