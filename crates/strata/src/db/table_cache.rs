@@ -45,14 +45,15 @@ impl TableCache {
         } else {
             max_open_files as usize
         };
-        // Each reader is charged 1, so the capacity counts open files; a
-        // single shard keeps the bound exact.
+        // Each reader is charged 1, so the capacity counts open files.
+        // Sixteen shards keep concurrent lookups apart; with a limit the
+        // bound holds per shard (capacity / 16 each).
         TableCache {
             dir,
             fs,
             user_cmp,
             block_cache,
-            readers: LruCache::new(capacity, Some(0)),
+            readers: LruCache::new(capacity, Some(if max_open_files < 0 || max_open_files >= 160 { 4 } else { 0 })),
         }
     }
 
