@@ -26,6 +26,7 @@ pub use db::{
 };
 pub use error::{Error, Result};
 pub use key::{BytewiseComparator, Comparator, ReverseBytewiseComparator};
+pub use sst::DataBlockIndexType;
 
 /// The README's example, compiled and run as a doctest.
 #[cfg(doctest)]

@@ -53,6 +53,8 @@ pub struct BlockBasedOptions {
     pub(crate) bloom_bits_per_key: f64,
     pub(crate) cache: Option<Cache>,
     pub(crate) no_block_cache: bool,
+    pub(crate) data_block_index_type: crate::sst::DataBlockIndexType,
+    pub(crate) data_block_hash_ratio: f64,
 }
 
 impl Default for BlockBasedOptions {
@@ -64,6 +66,8 @@ impl Default for BlockBasedOptions {
             bloom_bits_per_key: 0.0,
             cache: None,
             no_block_cache: false,
+            data_block_index_type: crate::sst::DataBlockIndexType::BinarySearch,
+            data_block_hash_ratio: 0.75,
         }
     }
 }
@@ -100,6 +104,20 @@ impl BlockBasedOptions {
     pub fn disable_cache(&mut self) {
         self.no_block_cache = true;
         self.cache = None;
+    }
+
+    /// How point lookups search data blocks (default binary search).
+    /// `BinaryAndHash` adds a hash index to each data block written from
+    /// now on; tables of both kinds read side by side. Ignored (binary
+    /// search) for comparators that may equate byte-different keys.
+    pub fn set_data_block_index_type(&mut self, index_type: crate::sst::DataBlockIndexType) {
+        self.data_block_index_type = index_type;
+    }
+
+    /// Distinct user keys per hash bucket for `BinaryAndHash` (default
+    /// 0.75; must be above 0, checked on open).
+    pub fn set_data_block_hash_ratio(&mut self, ratio: f64) {
+        self.data_block_hash_ratio = ratio;
     }
 }
 
@@ -343,6 +361,8 @@ impl Options {
             index_block_restart_interval: self.table.index_block_restart_interval,
             compression: self.compression,
             bloom_bits_per_key: self.table.bloom_bits_per_key,
+            data_block_index_type: self.table.data_block_index_type,
+            data_block_hash_table_util_ratio: self.table.data_block_hash_ratio,
         }
     }
 

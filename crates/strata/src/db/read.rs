@@ -113,17 +113,19 @@ impl DbInner {
         let lookup = InternalKey::new(key, seq, ValueKind::FOR_SEEK);
         let hash = filter_hash(key);
         let ucmp = &*self.user_cmp;
-        let in_range = |f: &crate::version::FileMetaData| {
+        let v = &sv.version;
+        // L0 newest first, each file checked against both bounds (they
+        // overlap), then one candidate file per level: the first whose
+        // largest key is at or after the lookup key, so only its smallest
+        // key is left to check.
+        let l0 = v.files(0).iter().filter(|f| {
             ucmp.compare(key, f.smallest.user_key()) != Ordering::Less
                 && ucmp.compare(key, f.largest.user_key()) != Ordering::Greater
-        };
-        let v = &sv.version;
-        // L0 newest first, then one candidate file per level.
-        let l0 = v.files(0).iter().filter(|f| in_range(f));
+        });
         let deeper = (1..NUM_LEVELS).filter_map(|level| {
-            let files = v.files(level);
             let i = v.find_file(&self.icmp, level, lookup.encoded());
-            files.get(i).filter(|f| in_range(f))
+            let f = v.files(level).get(i)?;
+            (ucmp.compare(key, f.smallest.user_key()) != Ordering::Less).then_some(f)
         });
         for f in l0.chain(deeper) {
             let table = self.table_cache.get(f.number)?;

@@ -184,8 +184,13 @@ impl DbInner {
             {
                 self.bg_work.notify_all();
                 self.bg_done.wait_for(st, Duration::from_millis(100));
+            } else if let Err(e) = self.switch_memtable(st) {
+                // A half-made switch (new log not durable, old log not
+                // synced) leaves the logs in an unknown state: stop writes,
+                // as RocksDB does.
+                self.set_bg_error(st, e.clone());
+                return Err(e);
             } else {
-                self.switch_memtable(st)?;
                 force = false;
             }
         }
@@ -199,10 +204,7 @@ impl DbInner {
         if let Some(old) = st.log.as_mut() {
             // Sync, not just flush: a synced write to the new log must not
             // survive a power loss that drops earlier writes of the old one.
-            if let Err(e) = old.flush() {
-                self.set_bg_error(st, e.clone());
-                return Err(e);
-            }
+            old.sync()?;
         }
         st.log = Some(LogWriter::new(file));
         let old_mem = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(self.icmp.clone())));

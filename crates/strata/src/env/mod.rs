@@ -8,9 +8,11 @@
 //! Thread safety: a `FileSystem` and a `RandomAccessFile` are shared across
 //! threads; a `WritableFile` or `SequentialFile` has one owner at a time.
 
+mod fault;
 mod memory;
 mod posix;
 
+pub use fault::{CrashMode, FaultInjectionFileSystem, FaultRule, FaultStats, FileOp};
 pub use memory::MemFileSystem;
 pub use posix::PosixFileSystem;
 

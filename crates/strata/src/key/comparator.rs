@@ -26,6 +26,26 @@ pub trait Comparator: Send + Sync + Debug {
     fn can_keys_with_different_bytes_be_equal(&self) -> bool {
         true
     }
+
+    /// The built-in order this comparator's `compare` is identical to, if
+    /// any. A `Some` lets the engine replace calls through the trait object
+    /// with inlined byte comparisons and search arrays of 8-byte key
+    /// prefixes (the version's file search). The default, `None`, is always
+    /// correct; returning `Some` for a different order makes lookups miss
+    /// keys.
+    fn builtin_order(&self) -> Option<BuiltinOrder> {
+        None
+    }
+}
+
+/// The orders of the built-in comparators, for the fast paths that depend
+/// on knowing the order at compile time (see [`Comparator::builtin_order`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BuiltinOrder {
+    /// [`BytewiseComparator`]: lexicographic byte order.
+    Bytewise,
+    /// [`ReverseBytewiseComparator`]: lexicographic byte order, reversed.
+    ReverseBytewise,
 }
 
 /// Lexicographic byte order: the default.
@@ -64,6 +84,10 @@ impl Comparator for BytewiseComparator {
     fn can_keys_with_different_bytes_be_equal(&self) -> bool {
         false
     }
+
+    fn builtin_order(&self) -> Option<BuiltinOrder> {
+        Some(BuiltinOrder::Bytewise)
+    }
 }
 
 /// Reverse lexicographic byte order.
@@ -81,6 +105,10 @@ impl Comparator for ReverseBytewiseComparator {
 
     fn can_keys_with_different_bytes_be_equal(&self) -> bool {
         false
+    }
+
+    fn builtin_order(&self) -> Option<BuiltinOrder> {
+        Some(BuiltinOrder::ReverseBytewise)
     }
 }
 

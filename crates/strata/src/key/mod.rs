@@ -3,7 +3,7 @@
 mod comparator;
 mod internal_key;
 
-pub use comparator::{BytewiseComparator, Comparator, ReverseBytewiseComparator};
+pub use comparator::{BuiltinOrder, BytewiseComparator, Comparator, ReverseBytewiseComparator};
 pub use internal_key::{
     extract_user_key, pack_trailer, parse_internal_key, InternalKey, InternalKeyComparator,
     ParsedInternalKey, SequenceNumber, ValueKind, MAX_SEQUENCE_NUMBER, TRAILER_BYTES,

@@ -26,6 +26,7 @@ use crate::compression::CompressionType;
 use crate::error::{Error, Result};
 use crate::key::{BytewiseComparator, Comparator};
 
+pub use block::DataBlockIndexType;
 pub use properties::TableProperties;
 pub use table_builder::TableBuilder;
 pub use table_iter::TableIterator;
@@ -51,6 +52,14 @@ pub struct TableOptions {
     pub compression: CompressionType,
     /// Bloom filter bits per key; 0 writes no filter.
     pub bloom_bits_per_key: f64,
+    /// Whether data blocks also get a hash index for point lookups. It is
+    /// written only where sound: for user comparators that never equate
+    /// byte-different keys, in blocks of at most 253 restart points.
+    pub data_block_index_type: DataBlockIndexType,
+    /// Distinct user keys per hash bucket aimed at, > 0 (default 0.75).
+    /// Lower means fewer collisions and more bytes; above 1 is allowed (as
+    /// in RocksDB) and trades collisions for space.
+    pub data_block_hash_table_util_ratio: f64,
 }
 
 impl std::fmt::Debug for TableOptions {
@@ -65,6 +74,11 @@ impl std::fmt::Debug for TableOptions {
             )
             .field("compression", &self.compression)
             .field("bloom_bits_per_key", &self.bloom_bits_per_key)
+            .field("data_block_index_type", &self.data_block_index_type)
+            .field(
+                "data_block_hash_table_util_ratio",
+                &self.data_block_hash_table_util_ratio,
+            )
             .finish()
     }
 }
@@ -78,6 +92,8 @@ impl Default for TableOptions {
             index_block_restart_interval: 1,
             compression: CompressionType::Snappy,
             bloom_bits_per_key: 10.0,
+            data_block_index_type: DataBlockIndexType::BinarySearch,
+            data_block_hash_table_util_ratio: 0.75,
         }
     }
 }
@@ -103,6 +119,12 @@ impl TableOptions {
             return Err(Error::invalid_argument(format!(
                 "bloom_bits_per_key {} must be between 0 and 100",
                 self.bloom_bits_per_key
+            )));
+        }
+        let ratio = self.data_block_hash_table_util_ratio;
+        if !(ratio.is_finite() && ratio > 0.0) {
+            return Err(Error::invalid_argument(format!(
+                "data_block_hash_table_util_ratio {ratio} must be a finite number above 0"
             )));
         }
         Ok(())

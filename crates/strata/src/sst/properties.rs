@@ -43,8 +43,16 @@ pub struct TableProperties {
     pub format_version: u32,
     /// Compression name asked for (`none`, `snappy`, `lz4`, `zstd`).
     pub compression: String,
-    /// Index kind (`binary_search`).
+    /// Index block kind (`binary_search`).
     pub index_type: String,
+    /// Data block index kind in effect for the table: `binary_search`, or
+    /// `binary_search_and_hash` when the hash index was asked for and the
+    /// comparator allows it. Empty in tables written before it existed.
+    pub data_block_index_type: String,
+    /// Data blocks written with a hash index: all of them under
+    /// `binary_search_and_hash` except blocks of more than 253 restart
+    /// points.
+    pub num_data_blocks_with_hash_index: u64,
     /// Filter kind (`strata.bloom.v1` or empty without a filter).
     pub filter_policy: String,
     /// Bits per key used by the filter (0 without one), times 1000.
@@ -69,6 +77,10 @@ impl TableProperties {
         int("num.entries", self.num_entries);
         int("num.deletions", self.num_deletions);
         int("num.data.blocks", self.num_data_blocks);
+        int(
+            "num.data.blocks.with.hash.index",
+            self.num_data_blocks_with_hash_index,
+        );
         int("raw.key.size", self.raw_key_size);
         int("raw.value.size", self.raw_value_size);
         int("data.size", self.data_size);
@@ -84,6 +96,10 @@ impl TableProperties {
         raw("largest.key", &self.largest_key);
         raw("compression", self.compression.as_bytes());
         raw("index.type", self.index_type.as_bytes());
+        raw(
+            "data.block.index.type",
+            self.data_block_index_type.as_bytes(),
+        );
         raw("filter.policy", self.filter_policy.as_bytes());
         raw("comparator", self.comparator.as_bytes());
         for (k, v) in &self.user {
@@ -124,6 +140,9 @@ impl TableProperties {
                 "strata.num.entries" => p.num_entries = int()?,
                 "strata.num.deletions" => p.num_deletions = int()?,
                 "strata.num.data.blocks" => p.num_data_blocks = int()?,
+                "strata.num.data.blocks.with.hash.index" => {
+                    p.num_data_blocks_with_hash_index = int()?
+                }
                 "strata.raw.key.size" => p.raw_key_size = int()?,
                 "strata.raw.value.size" => p.raw_value_size = int()?,
                 "strata.data.size" => p.data_size = int()?,
@@ -139,6 +158,7 @@ impl TableProperties {
                 "strata.largest.key" => p.largest_key = value.to_vec(),
                 "strata.compression" => p.compression = text()?,
                 "strata.index.type" => p.index_type = text()?,
+                "strata.data.block.index.type" => p.data_block_index_type = text()?,
                 "strata.filter.policy" => p.filter_policy = text()?,
                 "strata.comparator" => p.comparator = text()?,
                 _ => {
@@ -175,6 +195,8 @@ mod tests {
             format_version: 1,
             compression: "zstd".into(),
             index_type: "binary_search".into(),
+            data_block_index_type: "binary_search_and_hash".into(),
+            num_data_blocks_with_hash_index: 2,
             filter_policy: "strata.bloom.v1".into(),
             filter_millibits_per_key: 10_000,
             creation_time: 1_790_000_000,

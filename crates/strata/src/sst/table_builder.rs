@@ -18,7 +18,9 @@ use super::block::BlockBuilder;
 use super::filter::{filter_hash, BloomFilterBuilder};
 use super::format::{put_block_trailer, BlockHandle, Footer, BLOCK_TRAILER_BYTES, FORMAT_VERSION};
 use super::index::encode_index_value;
-use super::{TableOptions, TableProperties, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME};
+use super::{
+    DataBlockIndexType, TableOptions, TableProperties, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME,
+};
 
 /// Builds one table file.
 pub struct TableBuilder {
@@ -61,10 +63,28 @@ impl TableBuilder {
         opts.validate()?;
         let filter = (opts.bloom_bits_per_key > 0.0)
             .then(|| BloomFilterBuilder::new(opts.bloom_bits_per_key));
+        // A hash of the bytes stands in for key equality only if the
+        // comparator never equates byte-different keys.
+        let data_block_index_type = match opts.data_block_index_type {
+            DataBlockIndexType::BinaryAndHash
+                if !opts.comparator.can_keys_with_different_bytes_be_equal() =>
+            {
+                DataBlockIndexType::BinaryAndHash
+            }
+            _ => DataBlockIndexType::BinarySearch,
+        };
+        let data_block = match data_block_index_type {
+            DataBlockIndexType::BinaryAndHash => BlockBuilder::with_hash_index(
+                opts.block_restart_interval,
+                opts.data_block_hash_table_util_ratio,
+            ),
+            DataBlockIndexType::BinarySearch => BlockBuilder::new(opts.block_restart_interval),
+        };
         let props = TableProperties {
             format_version: FORMAT_VERSION,
             compression: opts.compression.name().to_string(),
             index_type: "binary_search".to_string(),
+            data_block_index_type: data_block_index_type.name().to_string(),
             filter_policy: if filter.is_some() {
                 FILTER_BLOCK_NAME.to_string()
             } else {
@@ -80,7 +100,7 @@ impl TableBuilder {
         };
         Ok(TableBuilder {
             icmp: InternalKeyComparator::new(opts.comparator.clone()),
-            data_block: BlockBuilder::new(opts.block_restart_interval),
+            data_block,
             index_block: BlockBuilder::new(opts.index_block_restart_interval),
             opts,
             file,
@@ -130,8 +150,10 @@ impl TableBuilder {
             self.icmp.find_shortest_separator(&mut self.scratch, ikey);
             self.add_index_entry(handle);
         }
+        // One hash serves the filter and the data block's hash index.
+        let hash = filter_hash(parsed.user_key);
         if let Some(filter) = &mut self.filter {
-            filter.add_hash(filter_hash(parsed.user_key));
+            filter.add_hash(hash);
         }
         if self.props.num_entries == 0 {
             self.props.smallest_key = ikey.to_vec();
@@ -144,7 +166,7 @@ impl TableBuilder {
         self.props.raw_value_size += value.len() as u64;
         self.last_key.clear();
         self.last_key.extend_from_slice(ikey);
-        self.data_block.add(ikey, value);
+        self.data_block.add_with_hash(ikey, value, hash);
         if self.data_block.current_size_estimate() >= self.opts.block_size {
             self.flush_data_block()?;
         }
@@ -168,6 +190,9 @@ impl TableBuilder {
         // borrowed mutably; it goes back reset, keeping its allocations.
         let mut block = std::mem::replace(&mut self.data_block, BlockBuilder::new(1));
         let handle = self.write_block(block.finish(), compression);
+        if block.finished_index_type() == Some(DataBlockIndexType::BinaryAndHash) {
+            self.props.num_data_blocks_with_hash_index += 1;
+        }
         block.reset();
         self.data_block = block;
         let handle = handle?;

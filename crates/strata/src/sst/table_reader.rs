@@ -243,7 +243,9 @@ impl TableReader {
 
     /// Looks up the first entry at or after the internal key `lookup`
     /// (user key + the reader's sequence number, kind `FOR_SEEK`) and returns
-    /// it if it has the same user key. `hash` is the user key's filter hash.
+    /// it if it has the same user key. `hash` is the user key's
+    /// [`filter_hash`](super::filter::filter_hash); the bloom filter and the
+    /// data blocks' hash indexes both use it, so it must be right.
     pub fn get(&self, lookup: &[u8], hash: u64) -> Result<Option<TableEntry>> {
         self.get_opt(lookup, hash, true)
     }
@@ -259,6 +261,7 @@ impl TableReader {
             return Ok(None);
         }
         let user_key = extract_user_key(lookup);
+        debug_assert_eq!(hash, super::filter::filter_hash(user_key));
         let mut index = self.index_iter();
         index.seek(lookup);
         // The separator of a block is < the first key of the next block, so
@@ -270,7 +273,9 @@ impl TableReader {
                 .handle;
             let block = self.read_data_block(handle, fill_cache)?;
             let mut it = block.iter(self.icmp.clone());
-            it.seek(lookup);
+            // A valid position with another user key proves absence from
+            // this and later blocks; invalid means all keys are < lookup.
+            it.seek_for_get(lookup, hash);
             if it.valid() {
                 let Some(parsed) = parse_internal_key(it.key()) else {
                     return Err(Error::corruption(

@@ -352,12 +352,18 @@ fn approximate_offsets_grow_with_the_key() {
 }
 
 /// Every read of a table with one byte changed returns the right data or a
-/// Corruption error; never a wrong value, never a panic.
+/// Corruption error; never a wrong value, never a panic. With the hash
+/// index, flips in the buckets and their count are among those tried.
 #[test]
 fn every_byte_flip_is_caught_or_harmless() {
     let cmp: Arc<dyn Comparator> = Arc::new(crate::key::BytewiseComparator);
     let mut rng = StdRng::seed_from_u64(9);
-    for compression in [CompressionType::None, CompressionType::Snappy] {
+    for (compression, data_block_index_type) in [
+        (CompressionType::None, DataBlockIndexType::BinarySearch),
+        (CompressionType::Snappy, DataBlockIndexType::BinarySearch),
+        (CompressionType::None, DataBlockIndexType::BinaryAndHash),
+        (CompressionType::Snappy, DataBlockIndexType::BinaryAndHash),
+    ] {
         let entries: Entries = (0..40u32)
             .map(|i| {
                 let v: Vec<u8> = (0..rng.gen_range(0..40)).map(|_| rng.gen()).collect();
@@ -374,9 +380,13 @@ fn every_byte_flip_is_caught_or_harmless() {
         let opts = TableOptions {
             block_size: 256,
             compression,
+            data_block_index_type,
             ..Default::default()
         };
-        let (good, _) = write_table(&entries, &opts);
+        let (good, props) = write_table(&entries, &opts);
+        if data_block_index_type == DataBlockIndexType::BinaryAndHash {
+            assert_eq!(props.num_data_blocks_with_hash_index, props.num_data_blocks);
+        }
         for at in 0..good.len() {
             for x in [0x01u8, 0x80] {
                 let mut bad = good.clone();
@@ -520,4 +530,185 @@ fn block_cache_serves_repeated_reads() {
         "second pass should be served from the cache"
     );
     assert!(cache.hits() > 0);
+}
+
+/// Entries whose user keys have up to `max_versions` versions each, so that
+/// some span restart points and data blocks.
+fn versioned_entries(rng: &mut StdRng, n: usize, max_versions: u64) -> Entries {
+    let mut users = std::collections::BTreeSet::new();
+    while users.len() < n {
+        let len = rng.gen_range(1..16);
+        users.insert(
+            (0..len)
+                .map(|_| rng.gen_range(b'a'..=b'z'))
+                .collect::<Vec<u8>>(),
+        );
+    }
+    let mut out = Vec::new();
+    for user in users {
+        let versions = if rng.gen_bool(0.1) {
+            rng.gen_range(1..=max_versions)
+        } else {
+            1
+        };
+        let mut seq = rng.gen_range(10_000..1_000_000u64);
+        for _ in 0..versions {
+            let kind = if rng.gen_bool(0.1) {
+                ValueKind::Deletion
+            } else {
+                ValueKind::Value
+            };
+            let value: Vec<u8> = match kind {
+                ValueKind::Deletion => vec![],
+                ValueKind::Value => (0..rng.gen_range(0..60)).map(|_| rng.gen()).collect(),
+            };
+            out.push((ikey(&user, seq, kind), value));
+            seq -= rng.gen_range(1..100);
+        }
+    }
+    out
+}
+
+#[test]
+fn hash_index_tables_answer_like_binary_search() {
+    let mut rng = StdRng::seed_from_u64(21);
+    let cmp: Arc<dyn Comparator> = Arc::new(crate::key::BytewiseComparator);
+    for (compression, interval, ratio) in [
+        (CompressionType::None, 1, 0.75),
+        (CompressionType::Snappy, 4, 1.0),
+        (CompressionType::Lz4, 16, 0.75),
+        (CompressionType::None, 2, 16.0),
+    ] {
+        let entries = versioned_entries(&mut rng, 300, 30);
+        let base = TableOptions {
+            compression,
+            block_restart_interval: interval,
+            block_size: 1024,
+            data_block_hash_table_util_ratio: ratio,
+            ..TableOptions::default()
+        };
+        let (plain_bytes, plain_props) = write_table(&entries, &base);
+        assert_eq!(plain_props.data_block_index_type, "binary_search");
+        assert_eq!(plain_props.num_data_blocks_with_hash_index, 0);
+        let hashed_opts = TableOptions {
+            data_block_index_type: DataBlockIndexType::BinaryAndHash,
+            ..base
+        };
+        let (bytes, props) = write_table(&entries, &hashed_opts);
+        assert_eq!(props.data_block_index_type, "binary_search_and_hash");
+        assert!(props.num_data_blocks > 10, "{props:?}");
+        assert_eq!(props.num_data_blocks_with_hash_index, props.num_data_blocks);
+        assert!(props.data_size > plain_props.data_size || compression != CompressionType::None);
+        let table = open_bytes(bytes, cmp.clone()).unwrap();
+        assert_eq!(*table.properties(), props);
+        check_iterator(&table, &entries, &mut rng);
+        check_gets(&table, &entries, &mut rng);
+        // Every version of every key, through both tables.
+        let plain = open_bytes(plain_bytes, cmp.clone()).unwrap();
+        for (k, _) in &entries {
+            let p = crate::key::parse_internal_key(k).unwrap();
+            let lookup = ikey(p.user_key, p.sequence, ValueKind::FOR_SEEK);
+            let hash = filter_hash(p.user_key);
+            let got = table.get(&lookup, hash).unwrap();
+            assert_eq!(got, plain.get(&lookup, hash).unwrap());
+            assert_eq!(got.map(|e| e.sequence), Some(p.sequence));
+        }
+    }
+}
+
+/// Under a comparator that may equate byte-different keys, the index is
+/// not written and the properties say so.
+#[test]
+fn hash_index_needs_a_comparator_that_compares_bytes() {
+    #[derive(Debug)]
+    struct CaseBlind;
+    impl Comparator for CaseBlind {
+        fn name(&self) -> &str {
+            "test.CaseBlind"
+        }
+        fn compare(&self, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+            a.to_ascii_lowercase().cmp(&b.to_ascii_lowercase())
+        }
+    }
+    let mut rng = StdRng::seed_from_u64(4);
+    let cmp: Arc<dyn Comparator> = Arc::new(CaseBlind);
+    let entries = random_entries(&mut rng, 200, &cmp);
+    let opts = TableOptions {
+        comparator: cmp.clone(),
+        block_size: 512,
+        data_block_index_type: DataBlockIndexType::BinaryAndHash,
+        ..TableOptions::default()
+    };
+    let (bytes, props) = write_table(&entries, &opts);
+    assert_eq!(props.data_block_index_type, "binary_search");
+    assert_eq!(props.num_data_blocks_with_hash_index, 0);
+    let table = open_bytes(bytes, cmp).unwrap();
+    check_gets(&table, &entries, &mut rng);
+
+    // The reverse bytewise comparator compares bytes: it gets the index.
+    let cmp: Arc<dyn Comparator> = Arc::new(ReverseBytewiseComparator);
+    let entries = random_entries(&mut rng, 200, &cmp);
+    let opts = TableOptions {
+        comparator: cmp.clone(),
+        ..opts
+    };
+    let (bytes, props) = write_table(&entries, &opts);
+    assert_eq!(props.data_block_index_type, "binary_search_and_hash");
+    assert_eq!(props.num_data_blocks_with_hash_index, props.num_data_blocks);
+    let table = open_bytes(bytes, cmp).unwrap();
+    check_iterator(&table, &entries, &mut rng);
+    check_gets(&table, &entries, &mut rng);
+}
+
+/// Blocks of more than 253 restart points go without the index, in the
+/// same table as blocks that have it.
+#[test]
+fn blocks_over_253_restart_points_go_without() {
+    let mut rng = StdRng::seed_from_u64(6);
+    let cmp: Arc<dyn Comparator> = Arc::new(crate::key::BytewiseComparator);
+    // Big values first (about 100 entries a block), then empty ones
+    // (about 400 a block).
+    let entries: Entries = (0..3000u32)
+        .map(|i| {
+            let len = if i < 1000 { 40 } else { 0 };
+            (ikey(&i.to_be_bytes(), 5, ValueKind::Value), vec![7; len])
+        })
+        .collect();
+    let opts = TableOptions {
+        block_size: 8192,
+        block_restart_interval: 1,
+        compression: CompressionType::None,
+        data_block_index_type: DataBlockIndexType::BinaryAndHash,
+        ..TableOptions::default()
+    };
+    let (bytes, props) = write_table(&entries, &opts);
+    assert!(
+        props.num_data_blocks_with_hash_index > 0
+            && props.num_data_blocks_with_hash_index < props.num_data_blocks,
+        "{} of {}",
+        props.num_data_blocks_with_hash_index,
+        props.num_data_blocks
+    );
+    let table = open_bytes(bytes, cmp).unwrap();
+    check_iterator(&table, &entries, &mut rng);
+    check_gets(&table, &entries, &mut rng);
+}
+
+#[test]
+fn util_ratio_is_validated() {
+    for ratio in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let opts = TableOptions {
+            data_block_hash_table_util_ratio: ratio,
+            ..Default::default()
+        };
+        let err = opts.validate().unwrap_err();
+        assert!(matches!(err, crate::Error::InvalidArgument(_)), "{err}");
+    }
+    for ratio in [1e-3, 0.75, 1.0, 4.0] {
+        let opts = TableOptions {
+            data_block_hash_table_util_ratio: ratio,
+            ..Default::default()
+        };
+        opts.validate().unwrap();
+    }
 }

@@ -22,6 +22,7 @@
 mod builder;
 mod edit;
 mod file_meta;
+mod file_search;
 mod format;
 mod manifest_tail;
 mod set;

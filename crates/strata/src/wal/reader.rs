@@ -40,6 +40,10 @@ pub struct LogReader {
     last_record_offset: u64,
     dropped_bytes: u64,
     record_bytes_max: usize,
+    /// Set when a bad fragment made the rest of its block unparseable but a
+    /// valid Full or First fragment starts in it: the file offset of that
+    /// fragment. Such damage is not a torn tail.
+    hidden_record_start: Option<u64>,
     state: State,
 }
 
@@ -134,6 +138,7 @@ impl LogReader {
             last_record_offset: 0,
             dropped_bytes: 0,
             record_bytes_max: LOG_RECORD_SIZE_BYTES_MAX,
+            hidden_record_start: None,
             state: State::Reading,
         }
     }
@@ -358,6 +363,13 @@ impl LogReader {
                 if record_follows {
                     return Err(self.corruption(a.offset, a.what));
                 }
+                if let Some(next) = self.hidden_record_start.take() {
+                    let what = format!(
+                        "{} (not at the tail: a record starts at offset {next})",
+                        a.what
+                    );
+                    return Err(self.corruption(a.offset, what));
+                }
                 let tail = self.scan_tail()?;
                 match tail.record_start {
                     Some(next) => Err(self.corruption(
@@ -423,7 +435,15 @@ impl LogReader {
                     bytes += f.file_bytes();
                 }
                 Physical::Padding { .. } => {}
-                Physical::Bad { bytes: b, .. } => bytes += b,
+                Physical::Bad { bytes: b, .. } => {
+                    if let Some(next) = self.hidden_record_start.take() {
+                        return Ok(Tail {
+                            record_start: Some(next),
+                            bytes,
+                        });
+                    }
+                    bytes += b;
+                }
                 Physical::Eof => {
                     return Ok(Tail {
                         record_start: None,
@@ -437,6 +457,7 @@ impl LogReader {
     /// Parses the next fragment. Consumes at least one byte unless it
     /// returns `Eof`.
     fn next_physical(&mut self) -> Result<Physical> {
+        self.hidden_record_start = None;
         if self.block_len - self.pos < HEADER_SIZE && !self.eof {
             // Whatever is left of a full block is the trailer; skip it.
             self.read_block()?;
@@ -509,12 +530,35 @@ impl LogReader {
                 avail - HEADER_SIZE
             )
         };
+        self.hidden_record_start = self.find_record_start(self.pos + 1);
         self.pos = self.block_len;
         Physical::Bad {
             offset,
             bytes: avail as u64,
             what: bad,
         }
+    }
+
+    /// The file offset of the first valid Full or First fragment that
+    /// starts in the current block at or after `from`, trying every offset:
+    /// a damaged length hides the fragments after it, and one that starts a
+    /// record shows the damage is not a torn last write. A false match
+    /// needs a 32-bit checksum to hold by chance.
+    fn find_record_start(&self, from: usize) -> Option<u64> {
+        let block = self.block.get(..self.block_len)?;
+        let last = block.len().checked_sub(HEADER_SIZE)?;
+        (from..=last).find_map(|p| {
+            let h = decode_header(block.get(p..)?)?;
+            let t = FragmentType::from_byte(h.type_byte)?;
+            if !matches!(t, FragmentType::Full | FragmentType::First) {
+                return None;
+            }
+            let start = p + HEADER_SIZE;
+            let payload = block.get(start..start.checked_add(h.payload_len)?)?;
+            let type_crc = *self.type_crcs.get(usize::from(h.type_byte))?;
+            (crc32c_extend(type_crc, payload) == unmask(h.masked_crc))
+                .then_some(self.block_file_offset + p as u64)
+        })
     }
 
     /// Replaces the buffer with the next block; a short block means the end

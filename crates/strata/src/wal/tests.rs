@@ -477,6 +477,48 @@ fn bit_flip_in_a_middle_record() {
     }
 }
 
+/// Regression: damage that makes the rest of the last block unparseable
+/// (a length flipped past the end of the file, or a bad checksum) hid the
+/// valid records after it in that block, so the default mode dropped them
+/// as a torn tail: one flipped bit lost every later acknowledged write.
+#[test]
+fn damage_before_valid_records_in_the_last_block_is_not_a_torn_tail() {
+    let records: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i + 1; 100]).collect();
+    let (bytes, offsets) = write_log(&records);
+    assert!(bytes.len() < BLOCK_SIZE, "one block");
+    for victim in [0, 4, 8] {
+        let at = offsets[victim] as usize;
+        // The length's high bit (past the end of the file), then a payload bit.
+        for (byte, what) in [
+            (at + 5, "exceeds block"),
+            (at + HEADER_SIZE + 3, "checksum mismatch"),
+        ] {
+            let mut bad = bytes.clone();
+            bad[byte] ^= 0x80;
+            let out = read(&bad, WalRecoveryMode::TolerateCorruptedTailRecords);
+            assert_eq!(
+                out.corruption_offset(),
+                offsets[victim],
+                "victim {victim}, {what}"
+            );
+            let message = out.corruption_what();
+            assert!(message.contains(what), "{message}");
+            let next = offsets[victim + 1];
+            assert!(
+                message.contains(&format!("a record starts at offset {next}")),
+                "{message}"
+            );
+            assert!(out.records == records[..victim]);
+        }
+    }
+    // Damage in the last record is still a torn tail.
+    let mut bad = bytes.clone();
+    bad[offsets[9] as usize + 5] ^= 0x80;
+    let out = read(&bad, WalRecoveryMode::TolerateCorruptedTailRecords);
+    assert!(out.end.is_ok());
+    assert!(out.records == records[..9]);
+}
+
 /// `parts` laid out back to back, then `next` at the start of the next block.
 fn two_blocks(parts: &[Vec<u8>], next: &[u8]) -> Vec<u8> {
     let mut v = parts.concat();

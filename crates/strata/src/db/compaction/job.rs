@@ -175,6 +175,13 @@ impl DbInner {
         st.manual_compaction = true;
         let result = self.compact_range_locked(&mut st, begin, end);
         st.manual_compaction = false;
+        if let Err(e) = &result {
+            // An I/O or corruption error stops writes as it does for an
+            // automatic compaction (Busy only means "not now").
+            if !matches!(e, Error::Busy(_)) {
+                self.set_bg_error(&mut st, e.clone());
+            }
+        }
         self.bg_done.notify_all();
         self.bg_work.notify_all();
         result

@@ -1,11 +1,14 @@
-//! Builds one block: prefix-compressed entries, then the restart array and
-//! the packed trailer. The layout is in `docs/format/block.md`.
+//! Builds one block: prefix-compressed entries, then the restart array,
+//! the optional hash index and the packed trailer. The layout is in
+//! `docs/format/block.md` and `docs/format/block_hash_index.md`.
 //!
 //! Not thread-safe; one builder per table builder.
 
+use crate::key::extract_user_key;
 use crate::util::coding::{put_fixed32, put_varint32, varint_length};
 
-use super::{pack_footer, BlockIndexType};
+use super::hash_index::{user_key_hash, HashIndexBuilder};
+use super::{pack_footer, DataBlockIndexType};
 
 /// Accumulates sorted entries into the bytes of one block.
 ///
@@ -20,7 +23,10 @@ pub struct BlockBuilder {
     counter: usize,
     num_entries: usize,
     last_key: Vec<u8>,
-    finished: bool,
+    /// Set for data blocks that get a hash index when they fit its limits.
+    hash_index: Option<HashIndexBuilder>,
+    /// The index type `finish` wrote.
+    finished_index_type: Option<DataBlockIndexType>,
 }
 
 impl BlockBuilder {
@@ -34,7 +40,19 @@ impl BlockBuilder {
             counter: 0,
             num_entries: 0,
             last_key: Vec::new(),
-            finished: false,
+            hash_index: None,
+            finished_index_type: None,
+        }
+    }
+
+    /// A builder for data blocks (keys are internal keys) that also writes
+    /// a hash index of `util_ratio` user keys per bucket (> 0) whenever the
+    /// block has at most 253 restart points. The caller checks that the
+    /// user comparator never equates byte-different keys.
+    pub fn with_hash_index(restart_interval: usize, util_ratio: f64) -> BlockBuilder {
+        BlockBuilder {
+            hash_index: Some(HashIndexBuilder::new(util_ratio)),
+            ..BlockBuilder::new(restart_interval)
         }
     }
 
@@ -46,14 +64,41 @@ impl BlockBuilder {
         self.counter = 0;
         self.num_entries = 0;
         self.last_key.clear();
-        self.finished = false;
+        if let Some(h) = &mut self.hash_index {
+            h.reset();
+        }
+        self.finished_index_type = None;
     }
 
     /// Appends an entry. Keys must be added in increasing order of the
-    /// table's comparator; the caller checks that.
+    /// table's comparator; the caller checks that. With a hash index, keys
+    /// are internal keys and their user keys are hashed here.
     pub fn add(&mut self, key: &[u8], value: &[u8]) {
-        debug_assert!(!self.finished, "add after finish");
+        let hash = match self.hash_index {
+            Some(_) => user_key_hash(extract_user_key(key)),
+            None => 0,
+        };
+        self.add_with_hash(key, value, hash);
+    }
+
+    /// [`BlockBuilder::add`] with `hash`, the user key's [`user_key_hash`],
+    /// already computed (ignored without a hash index).
+    pub fn add_with_hash(&mut self, key: &[u8], value: &[u8], hash: u64) {
+        debug_assert!(self.finished_index_type.is_none(), "add after finish");
         debug_assert!(u32::try_from(key.len()).is_ok() && u32::try_from(value.len()).is_ok());
+        if let Some(h) = &mut self.hash_index {
+            debug_assert_eq!(hash, user_key_hash(extract_user_key(key)));
+            // Versions of one user key are adjacent: index only the first.
+            // Byte equality is key equality under the comparators allowed.
+            if self.num_entries == 0 || extract_user_key(&self.last_key) != extract_user_key(key) {
+                let restart_index = if self.counter < self.restart_interval {
+                    self.restarts.len() - 1
+                } else {
+                    self.restarts.len() // this entry starts a new interval
+                };
+                h.add(hash, restart_index);
+            }
+        }
         let shared = if self.counter < self.restart_interval {
             common_prefix_len(&self.last_key, key)
         } else {
@@ -74,16 +119,28 @@ impl BlockBuilder {
         self.num_entries += 1;
     }
 
+    /// Bytes of the hash index if the block were finished now.
+    fn hash_index_size(&self) -> usize {
+        self.hash_index
+            .as_ref()
+            .map_or(0, |h| h.encoded_size(self.restarts.len()))
+    }
+
     /// Size of the block if it were finished now.
     pub fn current_size_estimate(&self) -> usize {
-        self.buf.len() + self.restarts.len() * 4 + 4
+        self.buf.len() + self.restarts.len() * 4 + self.hash_index_size() + 4
     }
 
     /// Size of the block after adding `key` and `value` (upper bound: assumes
-    /// no shared prefix and a new restart point).
+    /// no shared prefix, a new restart point and a new user key).
     pub fn estimate_size_after(&self, key: &[u8], value: &[u8]) -> usize {
+        let hash_growth = self
+            .hash_index
+            .as_ref()
+            .map_or(0, HashIndexBuilder::max_growth_per_key);
         self.current_size_estimate()
             + 4
+            + hash_growth
             + varint_length(0)
             + varint_length(key.len() as u64)
             + varint_length(value.len() as u64)
@@ -106,17 +163,30 @@ impl BlockBuilder {
         &self.last_key
     }
 
-    /// Appends the restart array and trailer and returns the block bytes.
-    /// The slice stays valid until the next `reset`.
+    /// Appends the restart array, the hash index (if asked for and the
+    /// block has at most 253 restart points) and the trailer, and returns
+    /// the block bytes. The slice stays valid until the next `reset`.
     pub fn finish(&mut self) -> &[u8] {
-        debug_assert!(!self.finished, "finish called twice");
+        debug_assert!(self.finished_index_type.is_none(), "finish called twice");
         for &r in &self.restarts {
             put_fixed32(&mut self.buf, r);
         }
-        let footer = pack_footer(BlockIndexType::BinarySearch, self.restarts.len() as u32);
+        let index_type = match &self.hash_index {
+            Some(h) if h.encoded_size(self.restarts.len()) > 0 => {
+                h.finish(&mut self.buf);
+                DataBlockIndexType::BinaryAndHash
+            }
+            _ => DataBlockIndexType::BinarySearch,
+        };
+        let footer = pack_footer(index_type, self.restarts.len() as u32);
         put_fixed32(&mut self.buf, footer);
-        self.finished = true;
+        self.finished_index_type = Some(index_type);
         &self.buf
+    }
+
+    /// The index type the last `finish` wrote (None before it).
+    pub fn finished_index_type(&self) -> Option<DataBlockIndexType> {
+        self.finished_index_type
     }
 }
 

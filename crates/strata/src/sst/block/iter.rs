@@ -1,6 +1,9 @@
 //! The block iterator. Values are borrowed from the block's bytes; a key is
 //! borrowed too when it is stored whole (at restart points), and otherwise
 //! rebuilt in a reused buffer from the shared prefix of the previous key.
+//!
+//! Iteration and seeks never look at the hash index; only
+//! [`BlockIter::seek_for_get`] does.
 
 use std::cmp::Ordering;
 use std::ops::Range;
@@ -10,9 +13,10 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
-use crate::key::Comparator;
+use crate::key::{extract_user_key, Comparator};
 use crate::util::coding::{decode_fixed32, decode_varint32};
 
+use super::hash_index::{HashIndex, BUCKET_COLLISION, BUCKET_EMPTY};
 use super::Block;
 
 /// A cursor over one block's entries.
@@ -24,6 +28,7 @@ pub struct BlockIter {
     cmp: Arc<dyn Comparator>,
     restarts_offset: usize,
     num_restarts: u32,
+    hash_index: Option<HashIndex>,
     file: Arc<str>,
     block_offset: u64,
     /// Offset of the current entry.
@@ -66,6 +71,7 @@ impl BlockIter {
             cmp,
             restarts_offset: block.restarts_offset,
             num_restarts: block.num_restarts,
+            hash_index: block.hash_index,
             file: block.file.clone(),
             block_offset: block.offset,
             current: block.restarts_offset,
@@ -85,12 +91,12 @@ impl BlockIter {
     }
 
     fn corrupt(&mut self, at: usize, what: &str) {
+        self.fail(format!("block entry at byte {at}: {what}"));
+    }
+
+    fn fail(&mut self, what: String) {
         if self.status.is_ok() {
-            self.status = Err(Error::corruption(
-                &*self.file,
-                self.block_offset,
-                format!("block entry at byte {at}: {what}"),
-            ));
+            self.status = Err(Error::corruption(&*self.file, self.block_offset, what));
         }
         self.invalidate();
     }
@@ -223,6 +229,89 @@ impl BlockIter {
             }
         }
         Some(left)
+    }
+}
+
+/// Point lookups through the hash index.
+impl BlockIter {
+    /// Positions the iterator for a point lookup of `target`, an internal
+    /// key whose user key has [`super::user_key_hash`] `hash`, through the
+    /// block's hash index when it has one. Afterwards:
+    ///
+    /// - valid: the current key is `>= target`. If its user key is the
+    ///   target's, it is the first key `>= target` in the block: the
+    ///   answer. If not, its user key is greater, so neither this block nor
+    ///   any later one holds the target's user key at or after `target`.
+    /// - invalid with an Ok status: every key of the block is `< target`;
+    ///   the answer, if any, is in a later block.
+    ///
+    /// [`InternalIterator::seek`] meets the same contract; this skips its
+    /// binary search whenever the bucket names a restart interval, and
+    /// proves absence from an empty bucket. Relies on the builder's rules:
+    /// versions of a user key are adjacent and its bucket names the
+    /// interval of its first entry; user keys are equal only when their
+    /// bytes are (the builder writes no index for other comparators).
+    pub fn seek_for_get(&mut self, target: &[u8], hash: u64) {
+        if self.status.is_err() {
+            return;
+        }
+        let Some(index) = self.hash_index else {
+            return self.seek(target);
+        };
+        match index.lookup(&self.data, hash) {
+            (BUCKET_COLLISION, _) => self.seek(target),
+            (BUCKET_EMPTY, _) => self.seek_in_last_interval(target),
+            (interval, _) if u32::from(interval) < self.num_restarts => {
+                self.seek_from_interval(target, u32::from(interval));
+            }
+            (interval, at) => self.fail(format!(
+                "hash bucket at byte {at} names restart interval {interval}; the block has {}",
+                self.num_restarts
+            )),
+        }
+    }
+
+    /// Scans from restart point `interval` (where the target's user key
+    /// starts, if the block holds it) to the first key `>= target`.
+    fn seek_from_interval(&mut self, target: &[u8], interval: u32) {
+        if !self.seek_to_restart(interval) {
+            return;
+        }
+        while self.parse_next() {
+            if self.cmp.compare(self.key(), target) != Ordering::Less {
+                return;
+            }
+            if self.restart_index > interval {
+                // The first key of the next interval is still < target.
+                if extract_user_key(self.key()) == extract_user_key(target) {
+                    // The user key's versions run past its first interval
+                    // and the one asked for is further on: binary search
+                    // bounds the work however many versions there are.
+                    self.seek(target);
+                } else {
+                    // A smaller user key after the target's first interval:
+                    // the target's user key is not in this block.
+                    self.seek_in_last_interval(target);
+                }
+                return;
+            }
+        }
+    }
+
+    /// For a target whose user key the block does not hold: scans the last
+    /// restart interval to the first key `>= target`. If the last restart
+    /// key is `<= target`, this is an exact seek; if it is greater, it stops
+    /// there, on a key whose user key is greater than the target's, which
+    /// is all [`BlockIter::seek_for_get`] promises.
+    fn seek_in_last_interval(&mut self, target: &[u8]) {
+        if !self.seek_to_restart(self.num_restarts - 1) {
+            return;
+        }
+        while self.parse_next() {
+            if self.cmp.compare(self.key(), target) != Ordering::Less {
+                return;
+            }
+        }
     }
 }
 

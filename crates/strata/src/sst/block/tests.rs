@@ -227,6 +227,14 @@ fn exercise(bytes: Vec<u8>, targets: &[Vec<u8>]) {
         if let Err(e) = it.status() {
             assert!(e.is_corruption());
         }
+        let mut it = block.iter(cmp());
+        it.seek_for_get(t, user_key_hash(crate::key::extract_user_key(t)));
+        if it.valid() {
+            it.next();
+        }
+        if let Err(e) = it.status() {
+            assert!(e.is_corruption());
+        }
     }
 }
 
@@ -243,7 +251,11 @@ proptest! {
     fn mutated_blocks_never_panic(seed in any::<u64>(), flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4)) {
         let mut rng = StdRng::seed_from_u64(seed);
         let entries = random_entries(&mut rng, 40, 64);
-        let mut b = BlockBuilder::new(rng.gen_range(1..5));
+        let mut b = if rng.gen_bool(0.5) {
+            BlockBuilder::with_hash_index(rng.gen_range(1..5), 0.75)
+        } else {
+            BlockBuilder::new(rng.gen_range(1..5))
+        };
         for (k, v) in &entries {
             b.add(k, v);
         }
@@ -252,6 +264,6 @@ proptest! {
         for (at, x) in flips {
             bytes[at % len] ^= x | 1;
         }
-        exercise(bytes, &[b"kk".to_vec(), b"kkkkc".to_vec(), vec![]]);
+        exercise(bytes, &[b"kk".to_vec(), b"kkkkc".to_vec(), vec![], b"kkkkkkkkaaaa".to_vec()]);
     }
 }

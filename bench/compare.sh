@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# compare.sh WORKLOAD [SCALE]
+#
+# Runs standard workload W1, W2, W4 or W6 of ../shared/bench/WORKLOADS.md with
+# `strata-bench --engine=rocksdb` and `strata-bench --engine=strata`, the same
+# flags for both, alternating the engines step by step (the first engine of a
+# step alternates too), and prints a table: workload, step, benchmark,
+# RocksDB micros/op, Strata micros/op, ratio Strata / RocksDB; then database
+# sizes, table files per level (W1) and write amplification (W4).
+#
+# SCALE multiplies --num and --reads (default 1 = WORKLOADS.md's N; 0.1 for a
+# quick run). Every other flag is kept as WORKLOADS.md writes it.
+#
+# Needs a strata-bench built with RocksDB (about 20-40 minutes the first time):
+#   cargo build --release -p strata-bench --features rocksdb
+#
+# Environment (all optional):
+#   STRATA_BENCH  the binary (default: target/release/strata-bench of this repo)
+#   SHM_DIR       parent of the read-benchmark databases (default /dev/shm)
+#   DISK_DIR      parent of W4's databases, on disk (default /tmp)
+#   LOG_DIR       where the full outputs are kept (default /tmp/strata-compare-W-date)
+#   DB_BENCH      also run this db_bench (e.g. /usr/bin/db_bench, Debian's
+#                 rocksdb-tools) as a third column: a check that flags and
+#                 output agree. Debian's is RocksDB 7.8.3 built with assertions
+#                 on, so it is not the performance reference.
+#   W1_READ_RUNS  how many times to run W1's read (default 1; the first read
+#                 after the fill may overlap compactions the fill left pending,
+#                 and RocksDB starts them again when it reopens)
+#   W2_TYPES      data block index types for W2 (default "0"; "0 1" once
+#                 Strata has the hash index)
+#   W4_S          stream counts for W4 (default "1 2 4 8 16 32 64")
+#
+# W3 (multireadrandom) and W5 (NextPrefix) are not db_bench benchmarks of this
+# tool yet; for those see ../shared/bench/rocksdb.sh and build_w5_rocksdb.sh.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+usage() {
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" >&2
+    exit 2
+}
+die() { echo "compare.sh: error: $*" >&2; exit 1; }
+
+[[ $# -ge 1 && $# -le 2 ]] || usage
+W=$(tr '[:lower:]' '[:upper:]' <<<"$1")
+SCALE=${2:-1}
+[[ $SCALE =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] || die "scale must be a positive number, got '$SCALE'"
+case $W in
+    W1 | W2 | W4 | W6) ;;
+    W3) die "W3 needs multireadrandom, which strata-bench does not have yet (use ../shared/bench/rocksdb.sh W3 for RocksDB alone)" ;;
+    W5) die "W5 is not a db_bench workload (see ../shared/bench/build_w5_rocksdb.sh)" ;;
+    *) die "unknown workload '$1': expected W1, W2, W4 or W6" ;;
+esac
+
+BIN=${STRATA_BENCH:-$ROOT/target/release/strata-bench}
+[[ -x $BIN ]] || die "no $BIN: cargo build --release -p strata-bench --features rocksdb"
+SHM_DIR=${SHM_DIR:-/dev/shm}
+[[ -d $SHM_DIR ]] || SHM_DIR=${TMPDIR:-/tmp}
+DISK_DIR=${DISK_DIR:-/tmp}
+LOG_DIR=${LOG_DIR:-/tmp/strata-compare-$W-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$LOG_DIR"
+WORK=$(mktemp -d "$SHM_DIR/strata-compare-XXXXXX")
+DISK_WORK=$(mktemp -d "$DISK_DIR/strata-compare-XXXXXX")
+trap 'rm -rf -- "$WORK" "$DISK_WORK"' EXIT
+
+ENGINES=(rocksdb strata)
+[[ -n ${DB_BENCH:-} ]] && ENGINES+=(db_bench)
+
+probe=$("$BIN" --engine=rocksdb --benchmarks= --num=1 --db="$WORK/probe" 2>&1 >/dev/null) ||
+    die "$BIN has no RocksDB engine: $probe"
+rm -rf -- "$WORK/probe"
+
+scaled() { awk -v n="$1" -v s="$SCALE" 'BEGIN { v = int(n * s + 0.5); if (v < 1) v = 1; print v }'; }
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+dbsize() { du -sb "$1" 2>/dev/null | cut -f1; }
+
+# run ENGINE NAME ARGS...: one strata-bench (or db_bench) run; output in
+# $LOG_DIR/NAME-ENGINE.out
+run() {
+    local engine=$1 name=$2
+    shift 2
+    local out="$LOG_DIR/$name-$engine.out" cmd
+    if [[ $engine == db_bench ]]; then
+        cmd=("$DB_BENCH" "$@")
+    else
+        cmd=("$BIN" --engine="$engine" "$@")
+    fi
+    { echo "# $(date -Is) load $(load)"; echo "\$ ${cmd[*]}"; } >"$out"
+    if ! "${cmd[@]}" >>"$out" 2>"$out.err"; then
+        echo "compare.sh: $name ($engine) failed; last lines:" >&2
+        tail -n 5 "$out" "$out.err" >&2
+        exit 1
+    fi
+    # db_bench's "... finished N ops" progress lines end with \r
+    tr '\r' '\n' <"$out.err" | grep -v -E '^\.\.\. finished [0-9]+ ops *$' >"$out.log" || true
+    rm -f -- "$out.err"
+}
+
+ROWS=()  # "workload|step|benchmark|engine|micros_per_op"
+EXTRA=() # free-form lines printed after the table
+ORDER=0  # flips the engine order of each step
+
+# step NAME DBKEY ARGS...: runs every engine once (order alternating per
+# step), each on its own database $WORK/DBKEY-ENGINE (or $DISK_WORK for
+# DBKEY starting with disk:), and collects the result lines.
+step() {
+    local name=$1 dbkey=$2
+    shift 2
+    local engines=("${ENGINES[@]}") e j parent=$WORK key=$dbkey
+    if [[ $dbkey == disk:* ]]; then parent=$DISK_WORK; key=${dbkey#disk:}; fi
+    if ((ORDER % 2 == 1)); then
+        local rev=()
+        for ((j = ${#engines[@]} - 1; j >= 0; j--)); do rev+=("${engines[j]}"); done
+        engines=("${rev[@]}")
+    fi
+    ORDER=$((ORDER + 1))
+    echo "-- $W $name: ${engines[*]} (load $(load))"
+    for e in "${engines[@]}"; do
+        run "$e" "$name" --db="$parent/$key-$e" "$@"
+        local line
+        while read -r line; do
+            [[ -z $line ]] && continue
+            ROWS+=("$W|$name|${line% *}|$e|${line##* }")
+        done < <(awk '/^[A-Za-z0-9_]+ +: +[0-9.]+ micros\/op/ { print $1, $3 }' "$LOG_DIR/$name-$e.out")
+        grep -E '^[A-Za-z0-9_]+ +: ' "$LOG_DIR/$name-$e.out" | sed "s/^/   $e: /"
+    done
+}
+
+# sizes LABEL DBKEY: database sizes of every engine
+sizes() {
+    local label=$1 dbkey=$2
+    local e parent=$WORK key=$dbkey s=""
+    if [[ $dbkey == disk:* ]]; then parent=$DISK_WORK; key=${dbkey#disk:}; fi
+    for e in "${ENGINES[@]}"; do s+=" $e $(dbsize "$parent/$key-$e") B;"; done
+    EXTRA+=("$W $label: database size:$s")
+}
+
+# levelfiles LABEL NAME: table files per level from a `levelstats` block
+levelfiles() {
+    local label=$1 name=$2 e
+    for e in "${ENGINES[@]}"; do
+        local f
+        f=$(awk '/^Level Files Size\(MB\)/ { on = 1; next }
+                 on && /^-+$/ { next }
+                 on && /^ *[0-9]+ +[0-9]+/ { printf "L%s=%s ", $1, $2; n += $2; next }
+                 on { on = 0 }
+                 END { printf "(total %d)", n }' "$LOG_DIR/$name-$e.out")
+        EXTRA+=("$W $label: files per level, $e: $f")
+    done
+}
+
+# writeamp LABEL NAME USER_BYTES: flush + compaction bytes / user bytes
+writeamp() {
+    local label=$1 name=$2 ub=$3 e
+    for e in "${ENGINES[@]}"; do
+        local out="$LOG_DIR/$name-$e.out" wa
+        if [[ $e == strata ]]; then
+            wa=$(sed -n -E 's/^Write amplification \(flush \+ compaction bytes \/ user bytes\): ([0-9.]+).*/\1/p' "$out" | head -n1)
+        else
+            # RocksDB: the Sum row's Write(GB) counts flushes and compactions.
+            wa=$(awk -v ub="$ub" '/^Cumulative compaction: / { printf "%.2f", $3 * 1073741824 / ub; exit }' "$out")
+        fi
+        EXTRA+=("$W $label: write-amp $e: ${wa:--}")
+    done
+}
+
+w1() {
+    local N R
+    N=$(scaled 20000000); R=$(scaled 5000000)
+    local opts=(--key_size=8 --value_size=20 --batch_size=10 --disable_wal=1
+        --compression_type=none --bloom_bits=0 --target_file_size_base=524288
+        --max_bytes_for_level_base=4194304 --max_bytes_for_level_multiplier=4
+        --cache_size=4294967296 --seed=1)
+    step fill w1 --benchmarks=fillseq,flush,levelstats --num="$N" "${opts[@]}"
+    sizes "after fill" w1
+    levelfiles "after fill" fill
+    local i name
+    for ((i = 1; i <= ${W1_READ_RUNS:-1}; i++)); do
+        name=read; ((i > 1)) && name=read$i
+        step "$name" w1 --benchmarks=readrandom,levelstats --use_existing_db=1 --num="$N" --reads="$R" \
+            --threads=1 "${opts[@]}"
+        levelfiles "after $name" "$name"
+    done
+}
+
+w2() {
+    local N R T C
+    N=$(scaled 10000000); R=$(scaled 5000000)
+    for T in ${W2_TYPES:-0}; do
+        local opts=(--key_size=8 --value_size=40 --block_size=16384 --block_restart_interval=16
+            --compression_type=snappy --compression_ratio=0.4
+            --use_data_block_hash_index="$T" --data_block_hash_table_util_ratio=0.75 --seed=1)
+        step "t$T-fill" "w2t$T" --benchmarks=fillseq --num="$N" "${opts[@]}"
+        sizes "type $T after fill" "w2t$T"
+        for C in 4294967296 67108864; do
+            step "t$T-read-c$C" "w2t$T" --benchmarks=readrandom --use_existing_db=1 --num="$N" \
+                --reads="$R" --cache_size="$C" "${opts[@]}"
+        done
+        rm -rf -- "$WORK"/w2t"$T"-*
+    done
+}
+
+w4() {
+    local N S K ub
+    N=$(scaled 20000000)
+    ub=$((N * (16 + 100)))
+    for S in ${W4_S:-1 2 4 8 16 32 64}; do
+        K=$((N / S))
+        step "S$S" "disk:w4s$S" --benchmarks=fillseq,stats --num="$N" --key_size=16 --value_size=100 \
+            --compression_type=none --keys_per_prefix="$K" --prefix_size=8 --seed=1
+        sizes "S=$S" "disk:w4s$S"
+        writeamp "S=$S" "S$S" "$ub"
+        rm -rf -- "$DISK_WORK"/w4s"$S"-*
+    done
+}
+
+w6() {
+    local N
+    N=$(scaled 5000000)
+    step mixed w6 --benchmarks=fillrandom,readrandom,seekrandom,readseq,overwrite,readwhilewriting \
+        --num="$N" --key_size=16 --value_size=100 --compression_type=snappy --seed=1
+    sizes "at end" w6
+}
+
+echo "== $W scale=$SCALE binary=$BIN host=$(hostname) $(date -Is); logs: $LOG_DIR"
+T0=$(date +%s)
+case $W in
+    W1) w1 ;; W2) w2 ;; W4) w4 ;; W6) w6 ;;
+esac
+
+echo
+echo "== $W scale=$SCALE: micros/op (ratio = Strata / RocksDB; below 1 is Strata faster)"
+printf '%-8s %-20s %-16s %12s %12s %8s' workload step benchmark RocksDB Strata ratio
+[[ -n ${DB_BENCH:-} ]] && printf ' %12s' db_bench
+printf '\n'
+declare -A VAL
+KEYS=()
+for r in "${ROWS[@]}"; do
+    IFS='|' read -r w s b e v <<<"$r"
+    k="$w|$s|$b"
+    [[ -z ${VAL[$k|seen]:-} ]] && { KEYS+=("$k"); VAL[$k|seen]=1; }
+    VAL[$k|$e]=$v
+done
+for k in "${KEYS[@]}"; do
+    IFS='|' read -r w s b <<<"$k"
+    rv=${VAL[$k|rocksdb]:--}; sv=${VAL[$k|strata]:--}
+    ratio=$(awk -v r="$rv" -v s="$sv" 'BEGIN { if (r + 0 > 0 && s != "-") printf "%.2f", s / r; else print "-" }')
+    printf '%-8s %-20s %-16s %12s %12s %8s' "$w" "$s" "$b" "$rv" "$sv" "$ratio"
+    [[ -n ${DB_BENCH:-} ]] && printf ' %12s' "${VAL[$k|db_bench]:--}"
+    printf '\n'
+done
+for x in "${EXTRA[@]}"; do echo "  $x"; done
+echo "== $W done in $(($(date +%s) - T0)) s (load $(load)); full outputs and command lines in $LOG_DIR"

@@ -1,0 +1,582 @@
+//! The run: db_bench's `Benchmark::Run`. Opens the database, prints the
+//! header, then runs each benchmark of `--benchmarks` in order, in its
+//! threads, and prints its result line.
+
+mod duration;
+mod ops;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::engine::{self, Engine, EngineConfig, WriteMode};
+use crate::error::{Error, Result};
+use crate::flags::Flags;
+use crate::keys::{KeyFormat, WriteOrder};
+use crate::progress::Progress;
+use crate::random::Random64;
+use crate::stats::{Reporting, Stats};
+
+use ops::{Method, Params, Shared, ThreadState};
+
+/// Every benchmark name the tool runs.
+pub const BENCHMARKS: &[&str] = &[
+    "fillseq",
+    "fillrandom",
+    "filluniquerandom",
+    "fillsync",
+    "overwrite",
+    "readseq",
+    "readreverse",
+    "readrandom",
+    "readmissing",
+    "seekrandom",
+    "readwhilewriting",
+    "deleterandom",
+    "fillseekseq",
+    "flush",
+    "compact",
+    "waitforcompaction",
+    "stats",
+    "levelstats",
+    "sstables",
+];
+
+/// How long `waitforcompaction` lets background threads wake up before it
+/// waits, as db_bench (5 s).
+const WAIT_FOR_COMPACTION_SLEEP: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What one benchmark name does.
+enum Action {
+    /// Run `method` in threads and print a result line.
+    Run {
+        method: Method,
+        fresh_db: bool,
+        threads: usize,
+    },
+    /// A meta-operation that prints something and measures nothing.
+    Meta,
+}
+
+/// The database directory: given, or a temporary one removed at the end.
+enum DbDir {
+    Given(PathBuf),
+    Temp { dir: tempfile::TempDir, keep: bool },
+}
+
+impl DbDir {
+    fn path(&self) -> PathBuf {
+        match self {
+            DbDir::Given(p) => p.clone(),
+            DbDir::Temp { dir, .. } => dir.path().join("dbbench"),
+        }
+    }
+
+    fn new(flags: &Flags) -> Result<DbDir> {
+        if !flags.db.is_empty() {
+            return Ok(DbDir::Given(PathBuf::from(&flags.db)));
+        }
+        let shm = Path::new("/dev/shm");
+        let parent = if shm.is_dir() {
+            shm.to_path_buf()
+        } else {
+            std::env::temp_dir()
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("strata-bench-")
+            .tempdir_in(&parent)?;
+        Ok(DbDir::Temp {
+            dir,
+            keep: flags.keep_db || flags.use_existing_db,
+        })
+    }
+
+    /// Removes a temporary directory unless it is to be kept.
+    fn finish(self) {
+        if let DbDir::Temp { dir, keep: true } = self {
+            let path = dir.keep();
+            eprintln!(
+                "strata-bench: database kept in {}",
+                path.join("dbbench").display()
+            );
+        }
+    }
+}
+
+/// One run of the tool.
+pub struct Runner<'o> {
+    flags: Flags,
+    engine_name: String,
+    config: EngineConfig,
+    key_format: KeyFormat,
+    seed_base: u64,
+    threads_started: u64,
+    db_path: PathBuf,
+    engine: Option<Box<dyn Engine>>,
+    out: &'o mut dyn Write,
+}
+
+impl std::fmt::Debug for Runner<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner")
+            .field("engine", &self.engine_name)
+            .field("db_path", &self.db_path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn check_flags(f: &Flags) -> Result<()> {
+    let bad = |m: String| Err(Error::Usage(m));
+    if f.num <= 0 {
+        return bad(format!("--num must be positive, got {}", f.num));
+    }
+    if f.threads <= 0 {
+        return bad(format!("--threads must be positive, got {}", f.threads));
+    }
+    if f.batch_size <= 0 {
+        return bad(format!(
+            "--batch_size must be positive, got {}",
+            f.batch_size
+        ));
+    }
+    if f.value_size < 0 || f.key_size <= 0 || f.prefix_size < 0 || f.keys_per_prefix < 0 {
+        return bad(
+            "--key_size, --value_size, --prefix_size and --keys_per_prefix must not be negative"
+                .into(),
+        );
+    }
+    if !(0.0..=1.0).contains(&f.compression_ratio) || f.compression_ratio.is_nan() {
+        return bad(format!(
+            "--compression_ratio must be between 0 and 1, got {}",
+            f.compression_ratio
+        ));
+    }
+    if f.keys_per_prefix > f.num {
+        return bad(format!(
+            "--keys_per_prefix={} exceeds --num={}: there would be no prefix",
+            f.keys_per_prefix, f.num
+        ));
+    }
+    for name in f.benchmarks.split(',').filter(|n| !n.is_empty()) {
+        if !BENCHMARKS.contains(&name) {
+            let closest = BENCHMARKS
+                .iter()
+                .map(|b| (strsim::jaro_winkler(name, b), *b))
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .filter(|(score, _)| *score > 0.7)
+                .map_or(String::new(), |(_, b)| format!("; did you mean {b}?"));
+            return bad(format!(
+                "unknown benchmark '{name}'{closest} (known: {})",
+                BENCHMARKS.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl<'o> Runner<'o> {
+    /// Checks the flags and the engine; opens nothing yet.
+    pub fn new(flags: Flags, out: &'o mut dyn Write) -> Result<Runner<'o>> {
+        check_flags(&flags)?;
+        let config = EngineConfig::from_flags(&flags)?;
+        engine::check(&flags.engine, &config)?;
+        let key_format = KeyFormat::new(
+            flags.key_size as usize,
+            flags.prefix_size as usize,
+            flags.keys_per_prefix as u64,
+        )?;
+        Ok(Runner {
+            engine_name: flags.engine.clone(),
+            config,
+            key_format,
+            seed_base: 0,
+            threads_started: 0,
+            db_path: PathBuf::new(),
+            engine: None,
+            flags,
+            out,
+        })
+    }
+
+    /// Runs every benchmark of `--benchmarks`.
+    pub fn run(mut self) -> Result<()> {
+        let dir = DbDir::new(&self.flags)?;
+        self.db_path = dir.path();
+        let result = self.run_in();
+        // Close the database before its directory goes.
+        self.engine = None;
+        dir.finish();
+        result
+    }
+
+    fn run_in(&mut self) -> Result<()> {
+        self.seed_base = if self.flags.seed == 0 {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(1, |d| d.as_micros() as u64);
+            writeln!(self.out, "Set seed to {now} because --seed was 0")?;
+            now
+        } else {
+            self.flags.seed as u64
+        };
+        print_environment(&self.engine_name);
+        if !self.flags.use_existing_db {
+            engine::destroy(&self.engine_name, &self.config, &self.db_path)?;
+        }
+        self.open(!self.flags.use_existing_db)?;
+        self.print_header()?;
+        let names: Vec<String> = self
+            .flags
+            .benchmarks
+            .split(',')
+            .map(str::to_string)
+            .collect();
+        for name in names.iter().filter(|n| !n.is_empty()) {
+            self.run_one(name)?;
+        }
+        Ok(())
+    }
+
+    fn open(&mut self, create: bool) -> Result<()> {
+        self.engine = None;
+        self.engine = Some(engine::open(
+            &self.engine_name,
+            &self.config,
+            &self.db_path,
+            create,
+        )?);
+        Ok(())
+    }
+
+    fn engine(&self) -> &dyn Engine {
+        self.engine
+            .as_deref()
+            .expect("engine opened before benchmarks run")
+    }
+
+    /// db_bench's `PrintHeader` (stdout).
+    fn print_header(&mut self) -> Result<()> {
+        let f = &self.flags;
+        let (key_size, value_size) = (f.key_size as f64, f.value_size as f64);
+        let num = f.num as f64;
+        let out = &mut *self.out;
+        writeln!(
+            out,
+            "Keys:       {} bytes each (+ 0 bytes user-defined timestamp)",
+            f.key_size
+        )?;
+        writeln!(
+            out,
+            "Values:     {} bytes each ({} bytes after compression)",
+            f.value_size,
+            (value_size * f.compression_ratio + 0.5) as i64
+        )?;
+        writeln!(out, "Entries:    {}", f.num)?;
+        writeln!(out, "Prefix:    {} bytes", f.prefix_size)?;
+        writeln!(out, "Keys per prefix:    {}", f.keys_per_prefix)?;
+        writeln!(
+            out,
+            "RawSize:    {:.1} MB (estimated)",
+            (key_size + value_size) * num / 1_048_576.0
+        )?;
+        writeln!(
+            out,
+            "FileSize:   {:.1} MB (estimated)",
+            (key_size + value_size * f.compression_ratio) * num / 1_048_576.0
+        )?;
+        writeln!(out, "Write rate: 0 bytes/second")?;
+        writeln!(out, "Read rate: 0 ops/second")?;
+        writeln!(
+            out,
+            "Compression: {}",
+            self.config.compression.header_name()
+        )?;
+        writeln!(out, "Engine:     {}", self.engine_name)?;
+        writeln!(out, "------------------------------------------------")?;
+        Ok(())
+    }
+
+    /// The parameters db_bench resets before each benchmark.
+    fn params(&self) -> Params {
+        let f = &self.flags;
+        let num = f.num as u64;
+        let or_num = |v: i64| if v < 0 { num } else { v as u64 };
+        Params {
+            num,
+            flags_num: num,
+            reads: or_num(f.reads),
+            writes: or_num(f.writes),
+            deletes: or_num(f.deletes),
+            key_format: self.key_format,
+            value_size: f.value_size as usize,
+            compression_ratio: f.compression_ratio,
+            batch_size: f.batch_size as u64,
+            write_mode: WriteMode {
+                sync: f.sync,
+                disable_wal: f.disable_wal,
+            },
+            duration_secs: f.duration.max(0) as u64,
+            seek_nexts: f.seek_nexts.max(0) as u64,
+            reverse_iterator: f.reverse_iterator,
+            multiread_stride: f.multiread_stride.max(0) as u64,
+            seq_descending: f.seq_descending,
+            seed_base: self.seed_base,
+        }
+    }
+
+    /// What benchmark `name` does; adjusts `p` as db_bench does per name.
+    /// Meta-operations (flush, stats, ...) run here.
+    fn action(&mut self, name: &str, p: &mut Params) -> Result<Action> {
+        let threads = self.flags.threads as usize;
+        let write = |order| Action::Run {
+            method: Method::Write(order),
+            fresh_db: true,
+            threads,
+        };
+        let run = |method| Action::Run {
+            method,
+            fresh_db: false,
+            threads,
+        };
+        Ok(match name {
+            "fillseq" => write(WriteOrder::Sequential { descending: false }),
+            "fillrandom" => write(WriteOrder::Random),
+            "filluniquerandom" => {
+                if threads > 1 {
+                    eprintln!("filluniquerandom multithreaded not supported, use 1 thread");
+                }
+                Action::Run {
+                    method: Method::Write(WriteOrder::UniqueRandom),
+                    fresh_db: true,
+                    threads: 1,
+                }
+            }
+            "fillsync" => {
+                // Synced writes of num/1000 random keys. (Recent db_bench
+                // versions keep --num writes here, over num/1000 keys; the
+                // num/1000 writes are LevelDB's and older db_bench's.)
+                p.num /= 1000;
+                p.writes = p.num;
+                p.write_mode.sync = true;
+                write(WriteOrder::Random)
+            }
+            "overwrite" => run(Method::Write(WriteOrder::Random)),
+            "readseq" => run(Method::ReadSequential),
+            "readreverse" => run(Method::ReadReverse),
+            "readrandom" => run(Method::ReadRandom),
+            "readmissing" => {
+                // One byte longer than every key written: all misses.
+                p.key_format = p.key_format.with_key_size(p.key_format.key_size() + 1);
+                run(Method::ReadRandom)
+            }
+            "seekrandom" => run(Method::SeekRandom),
+            "deleterandom" => run(Method::DeleteRandom),
+            "readwhilewriting" => Action::Run {
+                method: Method::ReadWhileWriting,
+                fresh_db: false,
+                threads: threads + 1,
+            },
+            "fillseekseq" => run(Method::FillSeekSeq),
+            // One compaction of everything, not one per --threads thread.
+            "compact" => Action::Run {
+                method: Method::Compact,
+                fresh_db: false,
+                threads: 1,
+            },
+            "flush" => {
+                self.engine().flush()?;
+                writeln!(self.out, "flush memtable")?;
+                Action::Meta
+            }
+            "waitforcompaction" => {
+                self.wait_for_compaction()?;
+                Action::Meta
+            }
+            "stats" => self.print_property("stats")?,
+            "levelstats" => self.print_property("levelstats")?,
+            "sstables" => self.print_property("sstables")?,
+            other => return Err(Error::Usage(format!("unknown benchmark '{other}'"))),
+        })
+    }
+
+    fn run_one(&mut self, name: &str) -> Result<()> {
+        let mut p = self.params();
+        let action = self.action(name, &mut p)?;
+        let Action::Run {
+            method,
+            fresh_db,
+            threads,
+        } = action
+        else {
+            return Ok(());
+        };
+        if fresh_db {
+            if self.flags.use_existing_db {
+                writeln!(self.out, "{name:<12} : skipped (--use_existing_db is true)")?;
+                return Ok(());
+            }
+            self.engine = None;
+            engine::destroy(&self.engine_name, &self.config, &self.db_path)?;
+            self.open(true)?;
+        }
+        writeln!(self.out, "DB path: [{}]", self.db_path.display())?;
+        let stats = self.run_benchmark(name, method, threads, &p)?;
+        self.out.write_all(stats.report(name).as_bytes())?;
+        self.out.flush()?;
+        Ok(())
+    }
+
+    fn wait_for_compaction(&mut self) -> Result<()> {
+        // As db_bench: give background threads a chance to wake first.
+        std::thread::sleep(WAIT_FOR_COMPACTION_SLEEP);
+        let path = self.db_path.display().to_string();
+        writeln!(self.out, "waitforcompaction({path}): started")?;
+        let status = match self.engine().wait_for_compaction() {
+            Ok(()) => "OK".to_string(),
+            Err(e) => e.to_string(),
+        };
+        writeln!(
+            self.out,
+            "waitforcompaction({path}): finished with status ({status})"
+        )?;
+        Ok(())
+    }
+
+    /// db_bench's `PrintStats`: the property, between empty lines.
+    fn print_property(&mut self, name: &str) -> Result<Action> {
+        let text = match self.engine().property(name)? {
+            Some(t) => t,
+            None if name == "levelstats" => {
+                level_stats_from_counts(&self.engine().level_file_counts()?)
+            }
+            None => "(failed)".to_string(),
+        };
+        writeln!(self.out, "\n{text}")?;
+        Ok(Action::Meta)
+    }
+
+    /// db_bench's `RunBenchmark`: starts `n` threads together, waits for
+    /// them, merges their stats.
+    fn run_benchmark(&mut self, name: &str, method: Method, n: usize, p: &Params) -> Result<Stats> {
+        let f = &self.flags;
+        let total_ops = self.expected_ops(method, n, p);
+        let reporting = Arc::new(Reporting {
+            histogram: f.histogram,
+            stats_interval_ops: if f.stats_interval_seconds > 0 {
+                // db_bench: with a time interval, check the clock every 1000 ops.
+                1000
+            } else {
+                f.stats_interval.max(0) as u64
+            },
+            stats_interval_seconds: f.stats_interval_seconds.max(0) as u64,
+            progress: Progress::start(name, total_ops, f.progress_reports),
+        });
+        // Thread k of the whole run (from 1) seeds with seed + k, as db_bench.
+        let first_thread = self.threads_started;
+        self.threads_started += n as u64;
+        let seed_base = self.seed_base;
+        let mut states: Vec<ThreadState> = (0..n)
+            .map(|tid| ThreadState {
+                tid,
+                rand: Random64::new(seed_base.wrapping_add(first_thread + tid as u64 + 1)),
+                stats: Stats::new(tid, reporting.clone()),
+            })
+            .collect();
+        let shared = Shared {
+            engine: self.engine(),
+            params: p,
+            num_done: AtomicUsize::new(0),
+            num_threads: n,
+        };
+        let barrier = Barrier::new(n);
+        let results: Vec<Result<()>> = std::thread::scope(|s| {
+            let handles: Vec<_> = states
+                .iter_mut()
+                .map(|th| {
+                    let (shared, barrier) = (&shared, &barrier);
+                    s.spawn(move || {
+                        barrier.wait();
+                        th.stats.start();
+                        let r = ops::run(method, shared, th);
+                        th.stats.stop();
+                        shared.num_done.fetch_add(1, Ordering::AcqRel);
+                        r
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(Error::Usage(format!("{name}: a benchmark thread panicked")))
+                    })
+                })
+                .collect()
+        });
+        if let Some(p) = &reporting.progress {
+            p.finish();
+        }
+        results.into_iter().collect::<Result<Vec<()>>>()?;
+        let stats: Vec<Stats> = states.into_iter().map(|t| t.stats).collect();
+        Ok(Stats::merge_all(&stats).expect("at least one thread is merged"))
+    }
+
+    /// Operations the progress bar expects (`None`: bounded by time).
+    fn expected_ops(&self, method: Method, n: usize, p: &Params) -> Option<u64> {
+        let timed = p.duration_secs > 0;
+        let per_thread = match method {
+            Method::Write(WriteOrder::Random) if timed => return None,
+            Method::Write(_) => p.writes,
+            Method::ReadSequential | Method::ReadReverse => p.reads.min(p.num),
+            Method::ReadRandom | Method::SeekRandom | Method::DeleteRandom if timed => return None,
+            Method::ReadRandom | Method::SeekRandom => p.reads,
+            Method::DeleteRandom => p.deletes,
+            Method::ReadWhileWriting if timed => return None,
+            Method::ReadWhileWriting => return Some(p.reads * (n as u64 - 1)),
+            Method::FillSeekSeq => 2 * p.flags_num,
+            Method::Compact => 1,
+        };
+        Some(per_thread * n as u64)
+    }
+}
+
+/// `levelstats` for an engine without the property: files per level only,
+/// in RocksDB's layout.
+fn level_stats_from_counts(counts: &[u64]) -> String {
+    let mut s = String::from("Level Files Size(MB)\n--------------------\n");
+    for (level, n) in counts.iter().enumerate() {
+        s.push_str(&format!("{level:>3} {n:>8} {:>8}\n", "?"));
+    }
+    s
+}
+
+/// db_bench's `PrintEnvironment` (stderr).
+fn print_environment(engine_name: &str) {
+    eprintln!("{}", engine::version_line(engine_name));
+    eprintln!(
+        "Date:       {}",
+        crate::stats::time_to_string(SystemTime::now())
+    );
+    if let Ok(cpuinfo) = std::fs::read_to_string("/proc/cpuinfo") {
+        let field = |line: &str| {
+            line.split_once(':')
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        };
+        let mut cpus = 0;
+        let (mut model, mut cache) = (String::new(), String::new());
+        for (k, v) in cpuinfo.lines().filter_map(field) {
+            match k.as_str() {
+                "model name" => {
+                    cpus += 1;
+                    model = v;
+                }
+                "cache size" => cache = v,
+                _ => {}
+            }
+        }
+        eprintln!("CPU:        {cpus} * {model}");
+        eprintln!("CPUCache:   {cache}");
+    }
+}

@@ -1,0 +1,326 @@
+//! The thread bodies of the benchmarks, one function per db_bench method
+//! (`DoWrite`, `ReadSequential`, `ReadReverse`, `ReadRandom`, `SeekRandom`,
+//! `DoDelete`, `BGWriter`, `WriteSeqSeekSeq`). They draw from the thread's
+//! generator exactly where db_bench does (including its per-operation
+//! "which database" draw), so a given `--seed` reads and writes the same
+//! keys as db_bench.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::duration::Duration;
+use crate::engine::{Batch, Engine, WriteMode};
+use crate::error::{Error, Result};
+use crate::keys::{KeyFormat, KeySequence, WriteOrder};
+use crate::random::Random64;
+use crate::stats::{OpKind, Stats};
+use crate::values::ValueGenerator;
+
+/// What the thread bodies need; fixed for one benchmark.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// Keys in the key space of this benchmark (`num_`: --num, or --num/1000
+    /// for fillsync).
+    pub num: u64,
+    /// `--num`: the range of random keys and the prefix count.
+    pub flags_num: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub deletes: u64,
+    pub key_format: KeyFormat,
+    pub value_size: usize,
+    pub compression_ratio: f64,
+    /// Entries per write (and delete) batch, and reads per stride group.
+    pub batch_size: u64,
+    pub write_mode: WriteMode,
+    pub duration_secs: u64,
+    pub seek_nexts: u64,
+    pub reverse_iterator: bool,
+    pub multiread_stride: u64,
+    pub seq_descending: bool,
+    pub seed_base: u64,
+}
+
+/// State shared by the threads of one benchmark.
+pub struct Shared<'a> {
+    pub engine: &'a dyn Engine,
+    pub params: &'a Params,
+    /// Threads that have finished.
+    pub num_done: AtomicUsize,
+    /// Threads of the benchmark.
+    pub num_threads: usize,
+}
+
+/// One thread of a benchmark.
+#[derive(Debug)]
+pub struct ThreadState {
+    pub tid: usize,
+    pub rand: Random64,
+    pub stats: Stats,
+}
+
+/// A thread body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Write(WriteOrder),
+    ReadSequential,
+    ReadReverse,
+    ReadRandom,
+    SeekRandom,
+    DeleteRandom,
+    ReadWhileWriting,
+    FillSeekSeq,
+    Compact,
+}
+
+/// Runs `method` on thread `th`.
+pub fn run(method: Method, sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> {
+    match method {
+        Method::Write(order) => do_write(sh, th, order, sh.params.writes),
+        Method::ReadSequential => read_sequential(sh, th, false),
+        Method::ReadReverse => read_sequential(sh, th, true),
+        Method::ReadRandom => read_random(sh, th),
+        Method::SeekRandom => seek_random(sh, th),
+        Method::DeleteRandom => delete_random(sh, th),
+        Method::ReadWhileWriting if th.tid == 0 => background_writer(sh, th),
+        Method::ReadWhileWriting => read_random(sh, th),
+        Method::FillSeekSeq => fill_seek_seq(sh, th),
+        Method::Compact => sh.engine.compact_all(),
+    }
+}
+
+fn do_write(sh: &Shared<'_>, th: &mut ThreadState, order: WriteOrder, writes: u64) -> Result<()> {
+    let p = sh.params;
+    let random = order == WriteOrder::Random;
+    let test_duration = if random { p.duration_secs } else { 0 };
+    let num_ops = if writes == 0 { p.num } else { writes };
+    let mut duration = Duration::new(test_duration, num_ops);
+    let order = match order {
+        WriteOrder::Sequential { .. } => WriteOrder::Sequential {
+            descending: p.seq_descending,
+        },
+        other => other,
+    };
+    let mut keys = KeySequence::new(order, p.num, p.seed_base);
+    if p.num != p.flags_num {
+        th.stats.add_message(&format!("({} ops)", p.num));
+    }
+    let mut values = ValueGenerator::new(p.value_size, p.compression_ratio);
+    let mut batch = Batch::default();
+    let mut key = p.key_format.buffer();
+    let mut bytes = 0u64;
+    while !duration.done(p.batch_size) {
+        if !matches!(order, WriteOrder::Sequential { .. }) {
+            // db_bench picks the database of the batch here.
+            th.rand.next_u64();
+        }
+        batch.clear();
+        for _ in 0..p.batch_size {
+            let v = keys.next(&mut th.rand);
+            p.key_format.fill(v, p.flags_num, &mut key);
+            let value = values.generate();
+            batch.put(&key, value);
+            bytes += (key.len() + value.len()) as u64;
+        }
+        sh.engine.write(&batch, p.write_mode)?;
+        th.stats.finished_ops(p.batch_size, OpKind::Write);
+    }
+    th.stats.add_bytes(bytes);
+    Ok(())
+}
+
+fn read_sequential(sh: &Shared<'_>, th: &mut ThreadState, reverse: bool) -> Result<()> {
+    let mut it = sh.engine.iterator()?;
+    if reverse {
+        it.seek_to_last();
+    } else {
+        it.seek_to_first();
+    }
+    let (mut i, mut bytes) = (0u64, 0u64);
+    while i < sh.params.reads && it.valid() {
+        bytes += (it.key().len() + it.value().len()) as u64;
+        th.stats.finished_ops(1, OpKind::Read);
+        i += 1;
+        if reverse {
+            it.prev();
+        } else {
+            it.next();
+        }
+    }
+    it.status()?;
+    th.stats.add_bytes(bytes);
+    Ok(())
+}
+
+fn read_random(sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> {
+    let p = sh.params;
+    let (mut read, mut found, mut bytes) = (0u64, 0u64, 0u64);
+    let (mut num_keys, mut key_rand) = (0u64, 0u64);
+    let mut key = p.key_format.buffer();
+    let mut duration = Duration::new(p.duration_secs, p.reads);
+    let stride = p.batch_size > 1 && p.multiread_stride > 0;
+    while !duration.done(1) {
+        // db_bench picks the database of the read here.
+        th.rand.next_u64();
+        if stride {
+            // Groups of batch_size keys, multiread_stride apart.
+            num_keys += 1;
+            if num_keys == p.batch_size {
+                num_keys = 0;
+                key_rand = th.rand.next_u64() % p.flags_num;
+                let span = (p.batch_size - 1) * p.multiread_stride;
+                if key_rand + span >= p.flags_num {
+                    key_rand = p
+                        .flags_num
+                        .saturating_sub(p.batch_size * p.multiread_stride);
+                }
+            } else {
+                key_rand += p.multiread_stride;
+            }
+        } else {
+            key_rand = th.rand.next_u64() % p.flags_num;
+        }
+        p.key_format.fill(key_rand, p.flags_num, &mut key);
+        read += 1;
+        let key_len = key.len() as u64;
+        if sh
+            .engine
+            .get(&key, &mut |v| bytes += key_len + v.len() as u64)?
+        {
+            found += 1;
+        }
+        th.stats.finished_ops(1, OpKind::Read);
+    }
+    th.stats.add_bytes(bytes);
+    // The newline is db_bench's: it leaves an empty line after the result.
+    th.stats
+        .add_message(&format!("({found} of {read} found)\n"));
+    Ok(())
+}
+
+fn seek_random(sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> {
+    let p = sh.params;
+    let (mut read, mut found, mut bytes) = (0u64, 0u64, 0u64);
+    let mut key = p.key_format.buffer();
+    let mut duration = Duration::new(p.duration_secs, p.reads);
+    while !duration.done(1) {
+        let seek_pos = th.rand.next_u64() % p.flags_num;
+        p.key_format.fill(seek_pos, p.flags_num, &mut key);
+        // A new iterator per seek, as db_bench without a tailing iterator.
+        let mut it = sh.engine.iterator()?;
+        it.seek(&key);
+        read += 1;
+        if it.valid() && it.key() == key.as_slice() {
+            found += 1;
+        }
+        for _ in 0..p.seek_nexts {
+            if !it.valid() {
+                break;
+            }
+            bytes += (it.key().len() + it.value().len()) as u64;
+            if p.reverse_iterator {
+                it.prev();
+            } else {
+                it.next();
+            }
+        }
+        it.status()?;
+        th.stats.finished_ops(1, OpKind::Seek);
+    }
+    th.stats.add_bytes(bytes);
+    th.stats
+        .add_message(&format!("({found} of {read} found)\n"));
+    Ok(())
+}
+
+fn delete_random(sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> {
+    let p = sh.params;
+    let mut duration = Duration::new(p.duration_secs, p.deletes);
+    let mut batch = Batch::default();
+    let mut key = p.key_format.buffer();
+    while !duration.done(p.batch_size) {
+        // db_bench picks the database of the batch here.
+        th.rand.next_u64();
+        batch.clear();
+        for _ in 0..p.batch_size {
+            let k = th.rand.next_u64() % p.flags_num;
+            p.key_format.fill(k, p.flags_num, &mut key);
+            batch.delete(&key);
+        }
+        sh.engine.write(&batch, p.write_mode)?;
+        th.stats.finished_ops(p.batch_size, OpKind::Delete);
+    }
+    Ok(())
+}
+
+/// readwhilewriting's writer: random puts until every reader is done. Its
+/// stats are left out of the result, which is the readers'.
+fn background_writer(sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> {
+    let p = sh.params;
+    th.stats.exclude_from_merge();
+    let mut values = ValueGenerator::new(p.value_size, p.compression_ratio);
+    let mut key = p.key_format.buffer();
+    let mut bytes = 0u64;
+    loop {
+        th.rand.next_u64();
+        if sh.num_done.load(Ordering::Acquire) + 1 >= sh.num_threads {
+            break;
+        }
+        let k = th.rand.next_u64() % p.flags_num;
+        p.key_format.fill(k, p.flags_num, &mut key);
+        let value = values.generate();
+        sh.engine.put(&key, value, p.write_mode)?;
+        bytes += (key.len() + value.len()) as u64;
+        th.stats.finished_ops(1, OpKind::Write);
+    }
+    th.stats.add_bytes(bytes);
+    Ok(())
+}
+
+/// Writes keys 0..num in order (not timed), then seeks to each in order,
+/// stepping with next() `--seek_nexts` times between seeks.
+fn fill_seek_seq(sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> {
+    let p = sh.params;
+    do_write(
+        sh,
+        th,
+        WriteOrder::Sequential { descending: false },
+        p.flags_num,
+    )?;
+    th.stats.start();
+    let mut it = sh.engine.iterator()?;
+    let mut key = p.key_format.buffer();
+    let missing = |i: u64| {
+        Error::engine(
+            sh.engine.name(),
+            format!("fillseekseq: key {i} not found after writing it"),
+        )
+    };
+    let mut i = 0;
+    while i < p.flags_num {
+        p.key_format.fill(i, p.flags_num, &mut key);
+        it.seek(&key);
+        if !(it.valid() && it.key() == key.as_slice()) {
+            return Err(missing(i));
+        }
+        th.stats.finished_ops(1, OpKind::Seek);
+        let mut j = 0;
+        while j < p.seek_nexts && i + 1 < p.flags_num {
+            if p.reverse_iterator {
+                it.prev();
+            } else {
+                it.next();
+            }
+            i += 1;
+            p.key_format.fill(i, p.flags_num, &mut key);
+            if !(it.valid() && it.key() == key.as_slice()) {
+                return Err(missing(i));
+            }
+            th.stats.finished_ops(1, OpKind::Seek);
+            j += 1;
+        }
+        it.seek(&key);
+        th.stats.finished_ops(1, OpKind::Seek);
+        i += 1;
+    }
+    it.status()
+}

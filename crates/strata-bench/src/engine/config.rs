@@ -1,0 +1,144 @@
+//! Engine options taken from the flags, the same for every engine. Each
+//! engine maps them to its own options type; a value an engine cannot
+//! honour is an error when it opens, never silently ignored.
+
+use crate::error::{Error, Result};
+use crate::flags::Flags;
+
+/// Block compression (`--compression_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// `none`.
+    None,
+    /// `snappy`.
+    Snappy,
+    /// `lz4`.
+    Lz4,
+    /// `zstd`.
+    Zstd,
+}
+
+impl Compression {
+    /// Parses db_bench's names; zlib, bzip2, lz4hc and xpress are db_bench
+    /// names too, but neither engine of this build has them.
+    pub fn parse(name: &str) -> Result<Compression> {
+        match name.to_ascii_lowercase().as_str() {
+            "none" => Ok(Compression::None),
+            "snappy" => Ok(Compression::Snappy),
+            "lz4" => Ok(Compression::Lz4),
+            "zstd" => Ok(Compression::Zstd),
+            "zlib" | "bzip2" | "lz4hc" | "xpress" => Err(Error::Unsupported(format!(
+                "--compression_type={name}: this build supports none, snappy, lz4 and zstd"
+            ))),
+            _ => Err(Error::Usage(format!(
+                "unknown --compression_type={name}: expected none, snappy, lz4 or zstd"
+            ))),
+        }
+    }
+
+    /// The name db_bench's header prints (`CompressionTypeToString`).
+    pub fn header_name(self) -> &'static str {
+        match self {
+            Compression::None => "NoCompression",
+            Compression::Snappy => "Snappy",
+            Compression::Lz4 => "LZ4",
+            Compression::Zstd => "ZSTD",
+        }
+    }
+}
+
+/// Per-write options.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteMode {
+    /// Sync the log before the write returns.
+    pub sync: bool,
+    /// Skip the log.
+    pub disable_wal: bool,
+}
+
+/// Options of an engine, from the flags.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    pub write_buffer_size: usize,
+    pub max_write_buffer_number: i32,
+    pub target_file_size_base: u64,
+    pub target_file_size_multiplier: i32,
+    pub max_bytes_for_level_base: u64,
+    pub max_bytes_for_level_multiplier: f64,
+    pub level_compaction_dynamic_level_bytes: bool,
+    pub level0_file_num_compaction_trigger: i32,
+    pub level0_slowdown_writes_trigger: i32,
+    pub level0_stop_writes_trigger: i32,
+    pub disable_auto_compactions: bool,
+    pub max_background_jobs: i32,
+    pub open_files: i32,
+    pub compression: Compression,
+    /// Block cache bytes; 0: no block cache.
+    pub cache_size: usize,
+    /// Bloom bits per key; 0: no filter.
+    pub bloom_bits: u32,
+    pub block_size: usize,
+    pub block_restart_interval: i32,
+    pub index_block_restart_interval: i32,
+    pub use_data_block_hash_index: bool,
+    pub data_block_hash_table_util_ratio: f64,
+    pub cache_index_and_filter_blocks: bool,
+    pub pin_l0_filter_and_index_blocks_in_cache: bool,
+    pub verify_checksum: bool,
+}
+
+fn positive<T: TryFrom<i64>>(name: &str, v: i64) -> Result<T> {
+    if v <= 0 {
+        return Err(Error::Usage(format!("--{name} must be positive, got {v}")));
+    }
+    T::try_from(v).map_err(|_| Error::Usage(format!("--{name}={v} is out of range")))
+}
+
+impl EngineConfig {
+    /// The options the flags describe.
+    pub fn from_flags(f: &Flags) -> Result<EngineConfig> {
+        Ok(EngineConfig {
+            write_buffer_size: positive("write_buffer_size", f.write_buffer_size)?,
+            max_write_buffer_number: f.max_write_buffer_number,
+            target_file_size_base: positive("target_file_size_base", f.target_file_size_base)?,
+            target_file_size_multiplier: f.target_file_size_multiplier,
+            max_bytes_for_level_base: f.max_bytes_for_level_base,
+            max_bytes_for_level_multiplier: f.max_bytes_for_level_multiplier,
+            level_compaction_dynamic_level_bytes: f.level_compaction_dynamic_level_bytes,
+            level0_file_num_compaction_trigger: f.level0_file_num_compaction_trigger,
+            level0_slowdown_writes_trigger: f.level0_slowdown_writes_trigger,
+            level0_stop_writes_trigger: f.level0_stop_writes_trigger,
+            disable_auto_compactions: f.disable_auto_compactions,
+            max_background_jobs: f.max_background_jobs,
+            open_files: f.open_files,
+            compression: Compression::parse(&f.compression_type)?,
+            // db_bench: a cache size <= 0 means no block cache.
+            cache_size: usize::try_from(f.cache_size.max(0)).unwrap_or(usize::MAX),
+            // db_bench: negative means RocksDB's default, which is no filter.
+            bloom_bits: u32::try_from(f.bloom_bits.max(0)).unwrap_or(0),
+            block_size: positive("block_size", i64::from(f.block_size))?,
+            block_restart_interval: f.block_restart_interval,
+            index_block_restart_interval: f.index_block_restart_interval,
+            use_data_block_hash_index: f.use_data_block_hash_index,
+            data_block_hash_table_util_ratio: f.data_block_hash_table_util_ratio,
+            cache_index_and_filter_blocks: f.cache_index_and_filter_blocks,
+            pin_l0_filter_and_index_blocks_in_cache: f.pin_l0_filter_and_index_blocks_in_cache,
+            verify_checksum: f.verify_checksum,
+        })
+    }
+
+    /// Small options for tests: small memtables and files, so that a few
+    /// thousand keys make several levels.
+    pub fn small_for_tests() -> EngineConfig {
+        let f = Flags {
+            write_buffer_size: 64 << 10,
+            target_file_size_base: 32 << 10,
+            max_bytes_for_level_base: 128 << 10,
+            cache_size: 1 << 20,
+            bloom_bits: 10,
+            compression_type: "none".into(),
+            ..Flags::default()
+        };
+        EngineConfig::from_flags(&f).expect("valid test options")
+    }
+}

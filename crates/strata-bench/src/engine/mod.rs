@@ -1,0 +1,279 @@
+//! The engines a benchmark runs against, behind one trait, so that key
+//! generation, timing and reporting are shared and a ratio between two
+//! engines measures the engines only.
+//!
+//! - `strata` ([`strata_engine::StrataEngine`]): this project's engine;
+//! - `rocksdb` (with the `rocksdb` cargo feature): RocksDB through the
+//!   `rocksdb` crate, configured from the same flags the same way;
+//! - [`model::ModelEngine`]: an in-memory `BTreeMap`, the reference of the
+//!   differential test (not offered on the command line).
+//!
+//! Every engine is `Send + Sync`: benchmark threads share one `&dyn Engine`.
+
+pub mod config;
+pub mod model;
+#[cfg(feature = "rocksdb")]
+pub mod rocksdb_engine;
+pub mod strata_engine;
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+pub use config::{Compression, EngineConfig, WriteMode};
+
+/// Levels whose file counts `levelstats` and the comparison scripts report.
+pub const NUM_LEVELS: usize = 7;
+
+/// One update of a [`Batch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchEntry<'a> {
+    /// Set key to value.
+    Put(&'a [u8], &'a [u8]),
+    /// Remove key.
+    Delete(&'a [u8]),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct BatchOp {
+    put: bool,
+    key_end: usize,
+    value_end: usize,
+}
+
+/// Updates applied atomically, in one reusable buffer (no allocation per
+/// entry once warmed up). Each engine copies it into its own batch type.
+#[derive(Debug, Default, Clone)]
+pub struct Batch {
+    data: Vec<u8>,
+    ops: Vec<BatchOp>,
+}
+
+impl Batch {
+    /// Removes every entry, keeping the buffers.
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.ops.clear();
+    }
+
+    /// Adds a put.
+    pub fn put(&mut self, key: &[u8], value: &[u8]) {
+        self.data.extend_from_slice(key);
+        let key_end = self.data.len();
+        self.data.extend_from_slice(value);
+        self.ops.push(BatchOp {
+            put: true,
+            key_end,
+            value_end: self.data.len(),
+        });
+    }
+
+    /// Adds a delete.
+    pub fn delete(&mut self, key: &[u8]) {
+        self.data.extend_from_slice(key);
+        let end = self.data.len();
+        self.ops.push(BatchOp {
+            put: false,
+            key_end: end,
+            value_end: end,
+        });
+    }
+
+    /// Entries in the batch.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// True when the batch holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Bytes of keys and values.
+    pub fn data_bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// The entries in order.
+    pub fn iter(&self) -> impl Iterator<Item = BatchEntry<'_>> + '_ {
+        let mut start = 0;
+        self.ops.iter().map(move |op| {
+            let key = &self.data[start..op.key_end];
+            let value = &self.data[op.key_end..op.value_end];
+            start = op.value_end;
+            if op.put {
+                BatchEntry::Put(key, value)
+            } else {
+                BatchEntry::Delete(key)
+            }
+        })
+    }
+}
+
+/// A cursor over an engine, as RocksDB's raw iterator. `key` and `value`
+/// are only called while `valid`.
+pub trait EngineIterator {
+    /// Positions at the first key.
+    fn seek_to_first(&mut self);
+    /// Positions at the last key.
+    fn seek_to_last(&mut self);
+    /// Positions at the first key >= `key`.
+    fn seek(&mut self, key: &[u8]);
+    /// Moves to the next key.
+    fn next(&mut self);
+    /// Moves to the previous key.
+    fn prev(&mut self);
+    /// True while positioned at an entry.
+    fn valid(&self) -> bool;
+    /// The current key.
+    fn key(&self) -> &[u8];
+    /// The current value.
+    fn value(&self) -> &[u8];
+    /// The first error met.
+    fn status(&self) -> Result<()>;
+}
+
+/// A key-value engine under benchmark.
+pub trait Engine: Send + Sync {
+    /// The engine's name (`strata`, `rocksdb`, `model`).
+    fn name(&self) -> &'static str;
+
+    /// Applies `batch` atomically.
+    fn write(&self, batch: &Batch, mode: WriteMode) -> Result<()>;
+
+    /// Sets one key (a batch of one).
+    fn put(&self, key: &[u8], value: &[u8], mode: WriteMode) -> Result<()> {
+        let mut b = Batch::default();
+        b.put(key, value);
+        self.write(&b, mode)
+    }
+
+    /// Removes one key (a batch of one).
+    fn delete(&self, key: &[u8], mode: WriteMode) -> Result<()> {
+        let mut b = Batch::default();
+        b.delete(key);
+        self.write(&b, mode)
+    }
+
+    /// Looks `key` up; when found, calls `found` with the value (pinned,
+    /// not copied, where the engine can) and returns true.
+    fn get(&self, key: &[u8], found: &mut dyn FnMut(&[u8])) -> Result<bool>;
+
+    /// Looks every key up; calls `found(i, value)` for each key `i` found.
+    /// Returns how many were found.
+    fn multi_get(&self, keys: &[&[u8]], found: &mut dyn FnMut(usize, &[u8])) -> Result<usize>;
+
+    /// A cursor over the current state.
+    fn iterator(&self) -> Result<Box<dyn EngineIterator + '_>>;
+
+    /// Writes the memtable to tables and waits for it.
+    fn flush(&self) -> Result<()>;
+
+    /// Compacts the whole key range down the levels.
+    fn compact_all(&self) -> Result<()>;
+
+    /// Waits until no flush or compaction is pending or running.
+    fn wait_for_compaction(&self) -> Result<()>;
+
+    /// A property by its engine-neutral name (`stats`, `levelstats`,
+    /// `sstables`, `num-files-at-level<N>`, `total-sst-files-size`, ...):
+    /// the engine adds its own prefix. `None`: the engine has no such
+    /// property.
+    fn property(&self, name: &str) -> Result<Option<String>>;
+
+    /// Table files per level, L0 to L6.
+    fn level_file_counts(&self) -> Result<Vec<u64>> {
+        (0..NUM_LEVELS)
+            .map(|level| {
+                let v = self.property(&format!("num-files-at-level{level}"))?;
+                Ok(v.and_then(|s| s.trim().parse().ok()).unwrap_or(0))
+            })
+            .collect()
+    }
+}
+
+/// Engine names `--engine` accepts in this build.
+pub fn engine_names() -> &'static [&'static str] {
+    if cfg!(feature = "rocksdb") {
+        &["strata", "rocksdb"]
+    } else {
+        &["strata"]
+    }
+}
+
+/// Checks that engine `name` exists in this build and can honour `cfg`.
+pub fn check(name: &str, cfg: &EngineConfig) -> Result<()> {
+    match name {
+        "strata" => strata_engine::check(cfg),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => Ok(()),
+        #[cfg(not(feature = "rocksdb"))]
+        "rocksdb" => Err(Error::Usage(
+            "--engine=rocksdb needs a build with the `rocksdb` feature: \
+             cargo build --release -p strata-bench --features rocksdb"
+                .into(),
+        )),
+        other => Err(Error::Usage(format!(
+            "unknown engine {other:?}: expected one of {}",
+            engine_names().join(", ")
+        ))),
+    }
+}
+
+/// A line naming the engine and its version, for the run's header.
+pub fn version_line(name: &str) -> String {
+    match name {
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => rocksdb_engine::version_line(),
+        _ => strata_engine::version_line(),
+    }
+}
+
+/// Opens engine `name` at `path`; `create` makes a new database (the
+/// directory must not hold one), otherwise it must exist.
+pub fn open(name: &str, cfg: &EngineConfig, path: &Path, create: bool) -> Result<Box<dyn Engine>> {
+    check(name, cfg)?;
+    match name {
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => Ok(Box::new(rocksdb_engine::RocksDbEngine::open(
+            cfg, path, create,
+        )?)),
+        _ => Ok(Box::new(strata_engine::StrataEngine::open(
+            cfg, path, create,
+        )?)),
+    }
+}
+
+/// Deletes the database of engine `name` at `path`, if any.
+pub fn destroy(name: &str, cfg: &EngineConfig, path: &Path) -> Result<()> {
+    match name {
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => rocksdb_engine::destroy(cfg, path),
+        _ => strata_engine::destroy(cfg, path),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_round_trip() {
+        let mut b = Batch::default();
+        b.put(b"k1", b"v1");
+        b.delete(b"k2");
+        b.put(b"", b"");
+        let got: Vec<_> = b.iter().collect();
+        assert_eq!(
+            got,
+            [
+                BatchEntry::Put(b"k1", b"v1"),
+                BatchEntry::Delete(b"k2"),
+                BatchEntry::Put(b"", b"")
+            ]
+        );
+        assert_eq!((b.len(), b.data_bytes()), (3, 6));
+        b.clear();
+        assert!(b.is_empty());
+    }
+}

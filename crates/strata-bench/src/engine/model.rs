@@ -1,0 +1,125 @@
+//! An in-memory `BTreeMap` engine: the reference answers of the
+//! differential test. Its iterator reads a copy of the map taken when it is
+//! created, as an engine's iterator reads a snapshot.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use super::{Batch, BatchEntry, Engine, EngineIterator, WriteMode};
+use crate::error::Result;
+
+/// A `BTreeMap` behind a mutex.
+#[derive(Debug, Default)]
+pub struct ModelEngine {
+    map: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
+}
+
+impl ModelEngine {
+    /// An empty model.
+    pub fn new() -> ModelEngine {
+        ModelEngine::default()
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, BTreeMap<Vec<u8>, Vec<u8>>> {
+        // A panic while holding the lock leaves a consistent map.
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Engine for ModelEngine {
+    fn name(&self) -> &'static str {
+        "model"
+    }
+
+    fn write(&self, batch: &Batch, _mode: WriteMode) -> Result<()> {
+        let mut m = self.map();
+        for e in batch.iter() {
+            match e {
+                BatchEntry::Put(k, v) => {
+                    m.insert(k.to_vec(), v.to_vec());
+                }
+                BatchEntry::Delete(k) => {
+                    m.remove(k);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn get(&self, key: &[u8], found: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        Ok(self.map().get(key).map(|v| found(v)).is_some())
+    }
+
+    fn multi_get(&self, keys: &[&[u8]], found: &mut dyn FnMut(usize, &[u8])) -> Result<usize> {
+        let m = self.map();
+        let mut n = 0;
+        for (i, k) in keys.iter().enumerate() {
+            if let Some(v) = m.get(*k) {
+                found(i, v);
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    fn iterator(&self) -> Result<Box<dyn EngineIterator + '_>> {
+        let entries = self
+            .map()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Ok(Box::new(ModelIterator { entries, pos: None }))
+    }
+
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn compact_all(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn wait_for_compaction(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn property(&self, _name: &str) -> Result<Option<String>> {
+        Ok(None)
+    }
+}
+
+struct ModelIterator {
+    entries: Vec<(Vec<u8>, Vec<u8>)>,
+    pos: Option<usize>,
+}
+
+impl EngineIterator for ModelIterator {
+    fn seek_to_first(&mut self) {
+        self.pos = (!self.entries.is_empty()).then_some(0);
+    }
+    fn seek_to_last(&mut self) {
+        self.pos = self.entries.len().checked_sub(1);
+    }
+    fn seek(&mut self, key: &[u8]) {
+        let i = self.entries.partition_point(|(k, _)| k.as_slice() < key);
+        self.pos = (i < self.entries.len()).then_some(i);
+    }
+    fn next(&mut self) {
+        self.pos = self.pos.map(|p| p + 1).filter(|&p| p < self.entries.len());
+    }
+    fn prev(&mut self) {
+        self.pos = self.pos.and_then(|p| p.checked_sub(1));
+    }
+    fn valid(&self) -> bool {
+        self.pos.is_some()
+    }
+    fn key(&self) -> &[u8] {
+        self.pos.map_or(&[][..], |p| &self.entries[p].0)
+    }
+    fn value(&self) -> &[u8] {
+        self.pos.map_or(&[][..], |p| &self.entries[p].1)
+    }
+    fn status(&self) -> Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,274 @@
+//! RocksDB through the `rocksdb` crate (feature `rocksdb`), configured from
+//! [`EngineConfig`] as db_bench configures RocksDB from the same flags.
+//! Options the flags do not set keep RocksDB's defaults, as in db_bench,
+//! except `level_compaction_dynamic_level_bytes`, which is always set from
+//! the flag (db_bench's default is false; RocksDB's own default is true).
+
+use std::path::Path;
+
+use rocksdb::{
+    BlockBasedOptions, BottommostLevelCompaction, Cache, ColumnFamilyDescriptor, CompactOptions,
+    DBCompressionType, DataBlockIndexType, Options, ReadOptions, WaitForCompactOptions, WriteBatch,
+    WriteOptions, DB,
+};
+
+use super::{Batch, BatchEntry, Compression, Engine, EngineConfig, EngineIterator, WriteMode};
+use crate::error::{Error, Result};
+
+const NAME: &str = "rocksdb";
+
+/// The RocksDB release `librocksdb-sys` 0.19.0 builds (the `rocksdb` crate
+/// 0.25 pins it); the C API has no version call.
+const ROCKSDB_VERSION: &str = "11.8.1";
+
+/// `RocksDB:    version X`, as db_bench prints it.
+pub fn version_line() -> String {
+    format!("RocksDB:    version {ROCKSDB_VERSION} (rocksdb crate)")
+}
+
+fn options(cfg: &EngineConfig, create: bool) -> Options {
+    let mut o = Options::default();
+    o.create_if_missing(create);
+    o.set_error_if_exists(create);
+    o.set_write_buffer_size(cfg.write_buffer_size);
+    o.set_max_write_buffer_number(cfg.max_write_buffer_number);
+    o.set_target_file_size_base(cfg.target_file_size_base);
+    o.set_target_file_size_multiplier(cfg.target_file_size_multiplier);
+    o.set_max_bytes_for_level_base(cfg.max_bytes_for_level_base);
+    o.set_max_bytes_for_level_multiplier(cfg.max_bytes_for_level_multiplier);
+    o.set_level_compaction_dynamic_level_bytes(cfg.level_compaction_dynamic_level_bytes);
+    o.set_level_zero_file_num_compaction_trigger(cfg.level0_file_num_compaction_trigger);
+    o.set_level_zero_slowdown_writes_trigger(cfg.level0_slowdown_writes_trigger);
+    o.set_level_zero_stop_writes_trigger(cfg.level0_stop_writes_trigger);
+    o.set_disable_auto_compactions(cfg.disable_auto_compactions);
+    o.set_max_background_jobs(cfg.max_background_jobs);
+    o.set_max_open_files(cfg.open_files);
+    o.set_compression_type(match cfg.compression {
+        Compression::None => DBCompressionType::None,
+        Compression::Snappy => DBCompressionType::Snappy,
+        Compression::Lz4 => DBCompressionType::Lz4,
+        Compression::Zstd => DBCompressionType::Zstd,
+    });
+    let mut t = BlockBasedOptions::default();
+    t.set_block_size(cfg.block_size);
+    t.set_block_restart_interval(cfg.block_restart_interval);
+    t.set_index_block_restart_interval(cfg.index_block_restart_interval);
+    if cfg.bloom_bits > 0 {
+        // `false`: a full (whole-table) filter, as db_bench builds.
+        t.set_bloom_filter(f64::from(cfg.bloom_bits), false);
+    }
+    if cfg.cache_size > 0 {
+        t.set_block_cache(&Cache::new_lru_cache(cfg.cache_size));
+    } else {
+        t.disable_cache();
+    }
+    t.set_data_block_index_type(if cfg.use_data_block_hash_index {
+        DataBlockIndexType::BinaryAndHash
+    } else {
+        DataBlockIndexType::BinarySearch
+    });
+    t.set_data_block_hash_ratio(cfg.data_block_hash_table_util_ratio);
+    t.set_cache_index_and_filter_blocks(cfg.cache_index_and_filter_blocks);
+    t.set_pin_l0_filter_and_index_blocks_in_cache(cfg.pin_l0_filter_and_index_blocks_in_cache);
+    o.set_block_based_table_factory(&t);
+    o
+}
+
+/// RocksDB, as an [`Engine`].
+pub struct RocksDbEngine {
+    db: DB,
+    read_options: ReadOptions,
+    /// Kept for iterators: the crate's `ReadOptions` cannot be cloned.
+    verify_checksum: bool,
+}
+
+impl std::fmt::Debug for RocksDbEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RocksDbEngine")
+            .field("path", &self.db.path())
+            .finish()
+    }
+}
+
+fn err(e: rocksdb::Error) -> Error {
+    Error::engine(NAME, e)
+}
+
+impl RocksDbEngine {
+    /// Opens (or with `create`, creates) the database at `path`.
+    pub fn open(cfg: &EngineConfig, path: &Path, create: bool) -> Result<RocksDbEngine> {
+        // Opened with a descriptor of the default column family, so that its
+        // handle exists for the batched MultiGet. The descriptor carries the
+        // options: a column family opened by name alone would get RocksDB's
+        // defaults (LZ4, dynamic level bytes, 64 MiB memtables, ...).
+        let opts = options(cfg, create);
+        let cf = ColumnFamilyDescriptor::new(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, opts.clone());
+        let db = DB::open_cf_descriptors(&opts, path, [cf])
+            .map_err(|e| Error::engine(NAME, format!("open {}: {e}", path.display())))?;
+        Ok(RocksDbEngine {
+            db,
+            read_options: read_options(cfg),
+            verify_checksum: cfg.verify_checksum,
+        })
+    }
+}
+
+fn read_options(cfg: &EngineConfig) -> ReadOptions {
+    let mut ro = ReadOptions::default();
+    ro.set_verify_checksums(cfg.verify_checksum);
+    ro
+}
+
+/// Deletes a RocksDB database.
+pub fn destroy(cfg: &EngineConfig, path: &Path) -> Result<()> {
+    if !path.exists() {
+        return Ok(());
+    }
+    DB::destroy(&options(cfg, false), path)
+        .map_err(|e| Error::engine(NAME, format!("destroy {}: {e}", path.display())))
+}
+
+impl Engine for RocksDbEngine {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn write(&self, batch: &Batch, mode: WriteMode) -> Result<()> {
+        let mut b = WriteBatch::default();
+        for e in batch.iter() {
+            match e {
+                BatchEntry::Put(k, v) => b.put(k, v),
+                BatchEntry::Delete(k) => b.delete(k),
+            }
+        }
+        let mut wo = WriteOptions::default();
+        wo.set_sync(mode.sync);
+        wo.disable_wal(mode.disable_wal);
+        self.db.write_opt(b, &wo).map_err(err)
+    }
+
+    fn get(&self, key: &[u8], found: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        match self
+            .db
+            .get_pinned_opt(key, &self.read_options)
+            .map_err(err)?
+        {
+            Some(v) => {
+                found(&v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn multi_get(&self, keys: &[&[u8]], found: &mut dyn FnMut(usize, &[u8])) -> Result<usize> {
+        let cf = self
+            .db
+            .cf_handle(rocksdb::DEFAULT_COLUMN_FAMILY_NAME)
+            .ok_or_else(|| Error::engine(NAME, "no default column family"))?;
+        let results =
+            self.db
+                .batched_multi_get_cf_opt(cf, keys.iter().copied(), false, &self.read_options);
+        let mut n = 0;
+        for (i, r) in results.into_iter().enumerate() {
+            if let Some(v) = r.map_err(err)? {
+                found(i, &v);
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    fn iterator(&self) -> Result<Box<dyn EngineIterator + '_>> {
+        let mut ro = ReadOptions::default();
+        ro.set_verify_checksums(self.verify_checksum);
+        Ok(Box::new(RocksDbIterator(self.db.raw_iterator_opt(ro))))
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.db.flush().map_err(err)
+    }
+
+    fn compact_all(&self) -> Result<()> {
+        // db_bench's `compact`: the whole range, bottommost level too.
+        let mut co = CompactOptions::default();
+        co.set_bottommost_level_compaction(BottommostLevelCompaction::ForceOptimized);
+        self.db.compact_range_opt::<&[u8], &[u8]>(None, None, &co);
+        Ok(())
+    }
+
+    fn wait_for_compaction(&self) -> Result<()> {
+        self.db
+            .wait_for_compact(&WaitForCompactOptions::default())
+            .map_err(err)
+    }
+
+    fn property(&self, name: &str) -> Result<Option<String>> {
+        self.db
+            .property_value(format!("rocksdb.{name}").as_str())
+            .map_err(err)
+    }
+}
+
+struct RocksDbIterator<'a>(rocksdb::DBRawIterator<'a>);
+
+impl EngineIterator for RocksDbIterator<'_> {
+    fn seek_to_first(&mut self) {
+        self.0.seek_to_first();
+    }
+    fn seek_to_last(&mut self) {
+        self.0.seek_to_last();
+    }
+    fn seek(&mut self, key: &[u8]) {
+        self.0.seek(key);
+    }
+    fn next(&mut self) {
+        self.0.next();
+    }
+    fn prev(&mut self) {
+        self.0.prev();
+    }
+    fn valid(&self) -> bool {
+        self.0.valid()
+    }
+    fn key(&self) -> &[u8] {
+        self.0.key().unwrap_or_default()
+    }
+    fn value(&self) -> &[u8] {
+        self.0.value().unwrap_or_default()
+    }
+    fn status(&self) -> Result<()> {
+        self.0.status().map_err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flags reach the column family RocksDB writes with: its LOG lists
+    /// the options in force.
+    #[test]
+    fn options_reach_the_default_column_family() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = EngineConfig::small_for_tests();
+        cfg.compression = Compression::None;
+        cfg.write_buffer_size = 1_234_567;
+        cfg.level_compaction_dynamic_level_bytes = false;
+        cfg.block_size = 8192;
+        let path = dir.path().join("db");
+        let e = RocksDbEngine::open(&cfg, &path, true).unwrap();
+        e.put(b"k", b"v", WriteMode::default()).unwrap();
+        drop(e);
+        let log = std::fs::read_to_string(path.join("LOG")).unwrap();
+        for want in [
+            "Options.compression: NoCompression",
+            "Options.write_buffer_size: 1234567",
+            "Options.level_compaction_dynamic_level_bytes: 0",
+            "block_size: 8192",
+        ] {
+            assert!(log.contains(want), "{want} not in RocksDB's LOG");
+        }
+        assert!(!log.contains("Options.compression: LZ4"));
+    }
+}

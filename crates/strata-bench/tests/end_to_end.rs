@@ -1,0 +1,299 @@
+//! Every benchmark name, run through the library entry point on a tiny
+//! database, and the binary's command-line errors.
+
+use std::process::Command;
+
+use strata_bench::BENCHMARKS;
+
+/// Runs the tool; returns its report.
+fn run(args: &[String]) -> String {
+    let mut out = Vec::new();
+    if let Err(e) = strata_bench::run(args, &mut out) {
+        panic!("{args:?} failed: {e}\n{}", String::from_utf8_lossy(&out));
+    }
+    String::from_utf8(out).expect("utf-8 report")
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+/// The result line of `name`, checked against db_bench's layout.
+fn result_line<'a>(out: &'a str, name: &str) -> &'a str {
+    let prefix = format!("{name:<12} : ");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no {name} line in:\n{out}"));
+    let rest = &line[prefix.len()..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    assert!(fields.len() >= 8, "{line}");
+    assert!(
+        fields[0].parse::<f64>().is_ok() && fields[1] == "micros/op",
+        "{line}"
+    );
+    assert!(
+        fields[2].parse::<u64>().is_ok() && fields[3] == "ops/sec",
+        "{line}"
+    );
+    assert!(
+        fields[4].parse::<f64>().is_ok() && fields[5] == "seconds",
+        "{line}"
+    );
+    assert!(
+        fields[6].parse::<u64>().is_ok() && fields[7].starts_with("operations;"),
+        "{line}"
+    );
+    line
+}
+
+fn ops(line: &str) -> u64 {
+    let t: Vec<&str> = line.split_whitespace().collect();
+    let i = t.iter().position(|w| w.starts_with("operations;")).unwrap();
+    t[i - 1].parse().unwrap()
+}
+
+#[test]
+fn every_benchmark_on_a_tiny_database() {
+    every_benchmark("strata");
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn every_benchmark_on_a_tiny_rocksdb_database() {
+    every_benchmark("rocksdb");
+}
+
+fn every_benchmark(engine: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let common = [
+        format!("--engine={engine}"),
+        format!("--db={}", db.display()),
+        "--num=2000".into(),
+        "--key_size=8".into(),
+        "--value_size=32".into(),
+        "--write_buffer_size=65536".into(),
+        "--target_file_size_base=65536".into(),
+        "--max_bytes_for_level_base=262144".into(),
+        "--compression_type=snappy".into(),
+        "--bloom_bits=10".into(),
+        "--seed=7".into(),
+    ];
+    let benches: Vec<&str> = BENCHMARKS
+        .iter()
+        .copied()
+        .filter(|b| *b != "waitforcompaction")
+        .collect();
+    // Fill first, so the read benchmarks have data; filluniquerandom runs
+    // last among the fills so that every key exists for the reads.
+    let order = "fillseq,fillrandom,fillsync,fillseekseq,filluniquerandom,overwrite,flush,readseq,readreverse,\
+                 readrandom,readmissing,seekrandom,readwhilewriting,compact,stats,levelstats,sstables,deleterandom";
+    for b in &benches {
+        assert!(order.split(',').any(|o| o == *b), "{b} not covered");
+    }
+    let mut a = common.to_vec();
+    a.push(format!("--benchmarks={order}"));
+    a.push("--threads=2".into());
+    a.push("--seek_nexts=5".into());
+    a.push("--batch_size=1".into());
+    a.push("--histogram=1".into());
+    let out = run(&a);
+    assert!(
+        out.contains("Keys:       8 bytes each (+ 0 bytes user-defined timestamp)\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Values:     32 bytes each (16 bytes after compression)\n"),
+        "{out}"
+    );
+    assert!(out.contains("Entries:    2000\n"), "{out}");
+    assert!(out.contains("Compression: Snappy\n"), "{out}");
+    for b in [
+        "fillseq",
+        "fillrandom",
+        "filluniquerandom",
+        "overwrite",
+        "readseq",
+        "readreverse",
+        "fillseekseq",
+        "compact",
+    ] {
+        result_line(&out, b);
+    }
+    // Two threads each write --num keys (db_bench's meaning of --threads);
+    // filluniquerandom runs one thread.
+    assert_eq!(ops(result_line(&out, "fillseq")), 4000);
+    assert_eq!(ops(result_line(&out, "filluniquerandom")), 2000);
+    let fillsync = result_line(&out, "fillsync");
+    assert!(fillsync.contains("(2 ops)"), "{fillsync}");
+    // Every key exists after filluniquerandom: all found. 2 threads x 2000
+    // operations; the message is one thread's, as db_bench merges it.
+    let rr = result_line(&out, "readrandom");
+    assert_eq!(ops(rr), 4000, "{rr}");
+    assert!(rr.ends_with("(2000 of 2000 found)"), "{rr}");
+    assert!(
+        out.contains("(2000 of 2000 found)\n\n"),
+        "db_bench leaves an empty line"
+    );
+    let rm = result_line(&out, "readmissing");
+    assert!(rm.ends_with("(0 of 2000 found)"), "{rm}");
+    let sr = result_line(&out, "seekrandom");
+    assert!(sr.ends_with("(2000 of 2000 found)"), "{sr}");
+    // readwhilewriting reports its 2 readers, not its writer.
+    let rww = result_line(&out, "readwhilewriting");
+    assert_eq!(ops(rww), 4000, "{rww}");
+    assert_eq!(ops(result_line(&out, "readseq")), 4000);
+    assert_eq!(ops(result_line(&out, "deleterandom")), 4000);
+    assert!(out.contains("flush memtable\n"), "{out}");
+    assert!(out.contains("** Compaction Stats"), "stats: {out}");
+    assert!(out.contains("Level Files Size(MB)"), "levelstats: {out}");
+    assert!(
+        out.contains("Microseconds per read:\nCount: "),
+        "histogram: {out}"
+    );
+    assert!(out.contains("Microseconds per seek:\n"), "histogram: {out}");
+    assert!(out.contains("Percentiles: P50: "), "histogram: {out}");
+
+    // The existing database: fills are skipped, reads see the data left by
+    // deleterandom, waitforcompaction runs.
+    let mut a = common.to_vec();
+    a.push("--benchmarks=fillseq,readseq,waitforcompaction,readrandom".into());
+    a.push("--use_existing_db=1".into());
+    let out = run(&a);
+    assert!(
+        out.contains("fillseq      : skipped (--use_existing_db is true)\n"),
+        "{out}"
+    );
+    assert!(out.contains("waitforcompaction("), "{out}");
+    assert!(out.contains("): finished with status (OK)\n"), "{out}");
+    let rr = result_line(&out, "readrandom");
+    assert!(
+        !rr.contains("(2000 of 2000 found)") && !rr.contains("(0 of 2000 found)"),
+        "some keys were deleted: {rr}"
+    );
+}
+
+#[test]
+fn prefixes_batches_and_duration() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let out = run(&args(&[
+        &format!("--db={}", db.display()),
+        "--benchmarks=fillseq,readrandom,fillrandom,seekrandom",
+        "--num=1000",
+        "--key_size=16",
+        "--keys_per_prefix=250",
+        "--prefix_size=8",
+        "--batch_size=10",
+        "--multiread_stride=3",
+        "--compression_type=none",
+        "--seed=3",
+    ]));
+    assert_eq!(ops(result_line(&out, "fillseq")), 1000);
+    // Strided groups of 10 stay inside the key space: all found.
+    assert!(
+        result_line(&out, "readrandom").ends_with("(1000 of 1000 found)"),
+        "{out}"
+    );
+    result_line(&out, "seekrandom");
+
+    let out = run(&args(&[
+        &format!("--db={}", db.display()),
+        "--benchmarks=readrandom",
+        "--use_existing_db=1",
+        "--num=1000",
+        "--duration=1",
+        "--key_size=16",
+        "--keys_per_prefix=250",
+        "--prefix_size=8",
+        "--compression_type=none",
+        "--stats_interval_seconds=1",
+    ]));
+    let line = result_line(&out, "readrandom");
+    assert!(
+        line.contains(" 1.0") || line.contains(" 1.1"),
+        "ran for about a second: {line}"
+    );
+    assert!(
+        out.starts_with("Set seed to "),
+        "seed 0 is taken from the clock: {out}"
+    );
+}
+
+#[test]
+fn temporary_database_is_removed_unless_kept() {
+    let path_of = |out: &str| {
+        let l = out
+            .lines()
+            .find(|l| l.starts_with("DB path: ["))
+            .expect("DB path line");
+        std::path::PathBuf::from(&l["DB path: [".len()..l.len() - 1])
+    };
+    let out = run(&args(&["--benchmarks=fillseq", "--num=100", "--seed=1"]));
+    let p = path_of(&out);
+    if std::path::Path::new("/dev/shm").is_dir() {
+        assert!(p.starts_with("/dev/shm"), "{}", p.display());
+    }
+    assert!(!p.exists(), "{} was not removed", p.display());
+    let out = run(&args(&[
+        "--benchmarks=fillseq",
+        "--num=100",
+        "--seed=1",
+        "--keep_db=1",
+    ]));
+    let p = path_of(&out);
+    assert!(p.exists(), "{} was not kept", p.display());
+    std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn unsupported_and_unknown_requests_are_errors() {
+    let err = |a: &[&str]| {
+        let mut out = Vec::new();
+        strata_bench::run(&args(a), &mut out)
+            .expect_err("must fail")
+            .to_string()
+    };
+    let e = err(&["--benchmarks=fillseq", "--use_data_block_hash_index=1"]);
+    assert!(
+        e.contains("not supported") && e.contains("use_data_block_hash_index"),
+        "{e}"
+    );
+    let e = err(&["--benchmarks=fillseq", "--cache_index_and_filter_blocks=1"]);
+    assert!(e.contains("not supported"), "{e}");
+    let e = err(&["--benchmarks=readrandm"]);
+    assert!(
+        e.contains("unknown benchmark 'readrandm'; did you mean readrandom?"),
+        "{e}"
+    );
+    let e = err(&["--compression_type=zlib"]);
+    assert!(e.contains("not supported"), "{e}");
+    let e = err(&["--keys_per_prefix=10", "--num=5"]);
+    assert!(e.contains("keys_per_prefix"), "{e}");
+    if !cfg!(feature = "rocksdb") {
+        let e = err(&["--engine=rocksdb"]);
+        assert!(e.contains("--features rocksdb"), "{e}");
+    }
+}
+
+#[test]
+fn binary_reports_unknown_flags_with_a_suggestion() {
+    let out = Command::new(env!("CARGO_BIN_EXE_strata-bench"))
+        .args(["--benchmarks=fillseq", "-num_keys=10"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unknown flag --num_keys; did you mean --num?"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "nothing runs");
+    let help = Command::new(env!("CARGO_BIN_EXE_strata-bench"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(help.status.success());
+    assert!(String::from_utf8_lossy(&help.stdout).contains("--compression_ratio"));
+}

@@ -1,0 +1,144 @@
+//! `strata-stress crash-test`: the kill -9 loop.
+//!
+//! Each cycle starts `strata-stress run` as a child process on the same
+//! database and expected-state file, kills it with SIGKILL
+//! (`Child::kill`) after a random interval, and then, in this process,
+//! reopens the database and verifies it (see `verify.rs`). A child that
+//! exits by itself before the kill must have exited cleanly; one that
+//! reports a verification failure fails the test. The last cycle may let
+//! the child finish its run (`--final_clean_run=1`), which ends with an
+//! exact check of the whole database.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::expected::ExpectedState;
+use crate::flags::Flags;
+use crate::run::shape;
+use crate::verify::verify_after_crash;
+
+/// Totals of a crash test.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CrashTestStats {
+    /// Kill-and-verify cycles run.
+    pub cycles: u64,
+    /// SIGKILLs delivered to a running child (the faults injected).
+    pub kills: u64,
+    /// Operations the children ran.
+    pub ops: u64,
+    /// Reads the children verified while running.
+    pub reads_verified: u64,
+    /// Keys verified after the kills.
+    pub keys_verified_after_kill: u64,
+}
+
+/// Flags of `crash-test` itself; every other flag goes to the children.
+pub const OWN_FLAGS: &[&str] = &[
+    "dir",
+    "cycles",
+    "kill_min_ms",
+    "kill_max_ms",
+    "final_clean_run",
+];
+
+/// Runs the crash test described by `flags` (see `main.rs`).
+pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, String> {
+    let dir = flags.required("dir")?;
+    let cycles: u64 = flags.get("cycles", 10)?;
+    let kill_min_ms: u64 = flags.get("kill_min_ms", 200)?;
+    let kill_max_ms: u64 = flags.get("kill_max_ms", 2000)?.max(kill_min_ms + 1);
+    let seed: u64 = flags.get("seed", 0)?;
+    let final_clean_run = flags.flag("final_clean_run", false)?;
+    let dir = Path::new(&dir);
+    std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    let db = dir.join("db");
+    let expected = dir.join("expected");
+    // A fresh start: the expected state describes this database only.
+    let _ = std::fs::remove_dir_all(&db);
+    for ext in ["", "history", "base"] {
+        let _ = std::fs::remove_file(expected.with_extension(ext));
+    }
+    let mut child_flags = flags.clone();
+    for own in OWN_FLAGS {
+        child_flags.remove(own);
+    }
+    child_flags.set("db", db.display());
+    child_flags.set("expected", expected.display());
+    if flags.get::<String>("sync", String::new())?.is_empty() {
+        child_flags.set("sync", 1);
+    }
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut stats = CrashTestStats::default();
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let start = Instant::now();
+    for cycle in 0..cycles {
+        let clean = final_clean_run && cycle + 1 == cycles;
+        let mut args = child_flags.clone();
+        args.set("seed", seed.wrapping_mul(1_000_003).wrapping_add(cycle));
+        let kill_after = Duration::from_millis(rng.gen_range(kill_min_ms..kill_max_ms));
+        if clean {
+            args.set("duration_ms", kill_after.as_millis());
+        } else if flags
+            .get::<String>("duration_ms", String::new())?
+            .is_empty()
+        {
+            args.set("duration_ms", 3_600_000);
+        }
+        let mut child = Command::new(&exe)
+            .arg("run")
+            .args(args.to_args())
+            .stdout(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("spawn {}: {e}", exe.display()))?;
+        let deadline = Instant::now() + kill_after;
+        let mut exited = None;
+        // Polls until the deadline or an early exit.
+        while Instant::now() < deadline || clean {
+            if let Some(status) = child.try_wait().map_err(|e| format!("wait: {e}"))? {
+                exited = Some(status);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let killed = match exited {
+            Some(status) if status.success() => false,
+            Some(status) => {
+                return Err(format!(
+                    "cycle {cycle}: the run failed ({status}); see its output above"
+                ))
+            }
+            None => {
+                child.kill().map_err(|e| format!("kill: {e}"))?;
+                child.wait().map_err(|e| format!("wait: {e}"))?;
+                stats.kills += 1;
+                true
+            }
+        };
+        let verified = verify_after_crash(&child_flags)
+            .map_err(|e| format!("cycle {cycle}: after kill: {e}"))?;
+        stats.keys_verified_after_kill += verified;
+        stats.cycles += 1;
+        let (ops, reads) = ExpectedState::open_or_create(&expected, shape(flags)?)?.counters();
+        println!(
+            "cycle {cycle}: {} after {} ms; {ops} ops and {reads} reads verified so far; {verified} keys verified",
+            if killed { "killed" } else { "finished" },
+            kill_after.as_millis()
+        );
+        (stats.ops, stats.reads_verified) = (ops, reads);
+    }
+    println!(
+        "crash-test: {} cycles, {} kills (faults injected), {} operations, {} reads verified during runs, \
+         {} keys verified after kills, {:.1} s",
+        stats.cycles,
+        stats.kills,
+        stats.ops,
+        stats.reads_verified,
+        stats.keys_verified_after_kill,
+        start.elapsed().as_secs_f64()
+    );
+    Ok(stats)
+}

@@ -1,0 +1,558 @@
+//! `strata-stress run`: threads doing random writes and verified reads.
+//!
+//! Writers lock the slots they write (in slot order, so batches never
+//! deadlock), mark the write in flight in the expected state, write, and
+//! acknowledge. Readers take no lock: they read the slot before and after
+//! the database read, and accept any state a write between the two could
+//! have left (see [`check_observed`]). Any mismatch or database error
+//! prints `VERIFICATION FAILED` and exits with status 2.
+//!
+//! With `--disable_wal=1` every write also goes through one lock that
+//! appends it to the history, so the history is the database's write order,
+//! and a flusher thread calls `flush` every `--flush_interval_ms`, recording
+//! how much of the history each flush made durable.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use strata::{
+    BlockBasedOptions, Cache, DBCompressionType, Direction, Error, IteratorMode, Options,
+    ReadOptions, Snapshot, WriteBatch, WriteOptions, DB,
+};
+
+use crate::expected::{ExpectedState, History, Shape, Slot};
+use crate::flags::Flags;
+use crate::value::{
+    check_value, group_member_name, key_name, parse_key, KeyState, Observed, ParsedKey,
+};
+
+/// Flags of `run` that shape the database.
+pub const DB_FLAGS: &[&str] = &[
+    "write_buffer_size",
+    "target_file_size_base",
+    "max_bytes_for_level_base",
+    "level0_file_num_compaction_trigger",
+    "max_background_jobs",
+    "compression",
+    "bloom_bits",
+    "block_size",
+    "cache_size",
+];
+
+/// Prints a verification failure and exits with status 2.
+pub fn fail(what: String) -> ! {
+    eprintln!("VERIFICATION FAILED: {what}");
+    std::process::exit(2);
+}
+
+/// The database options the flags ask for: small buffers and files by
+/// default, so flushes and compactions run all the time.
+pub fn db_options(flags: &Flags) -> Result<Options, String> {
+    let mut o = Options::default();
+    o.create_if_missing(true);
+    o.set_write_buffer_size(flags.get("write_buffer_size", 64usize << 10)?);
+    o.set_target_file_size_base(flags.get("target_file_size_base", 64u64 << 10)?);
+    o.set_max_bytes_for_level_base(flags.get("max_bytes_for_level_base", 256u64 << 10)?);
+    o.set_level_zero_file_num_compaction_trigger(
+        flags.get("level0_file_num_compaction_trigger", 4)?,
+    );
+    o.set_max_background_jobs(flags.get("max_background_jobs", 2)?);
+    let compression = match flags.get("compression", "snappy".to_string())?.as_str() {
+        "none" => DBCompressionType::None,
+        "snappy" => DBCompressionType::Snappy,
+        "lz4" => DBCompressionType::Lz4,
+        "zstd" => DBCompressionType::Zstd,
+        other => return Err(format!("--compression={other}: none, snappy, lz4 or zstd")),
+    };
+    o.set_compression_type(compression);
+    let mut table = BlockBasedOptions::default();
+    table.set_bloom_filter(flags.get("bloom_bits", 10.0)?, false);
+    table.set_block_size(flags.get("block_size", 4096)?);
+    table.set_block_cache(&Cache::new_lru_cache(
+        flags.get("cache_size", 1usize << 20)?,
+    ));
+    o.set_block_based_table_factory(&table);
+    Ok(o)
+}
+
+/// The key-space flags.
+pub fn shape(flags: &Flags) -> Result<Shape, String> {
+    let shape = Shape {
+        keys: flags.get("keys", 10_000)?,
+        groups: flags.get("groups", 100)?,
+        group_size: flags.get("group_size", 5)?,
+    };
+    if shape.keys == 0 || shape.group_size == 0 || shape.group_size > 99 || shape.slots() >= 1 << 31
+    {
+        return Err(format!("bad key space {shape:?}"));
+    }
+    Ok(shape)
+}
+
+/// Accepts `seen` for a slot read without its lock, between reads of the
+/// slot `pre` and `post`: a value of any generation from `pre`'s
+/// acknowledged one up to the newest `post` knows, unless a state known
+/// for that generation says otherwise; absent if a known state in that
+/// range is, or if an unknown intermediate write may have been a delete.
+pub fn check_observed(seen: Observed, pre: Slot, post: Slot) -> Result<(), String> {
+    let known: Vec<KeyState> = [Some(pre.acked), pre.pending, Some(post.acked), post.pending]
+        .into_iter()
+        .flatten()
+        .collect();
+    let lo = pre.acked.generation();
+    let hi = known.iter().map(|s| s.generation()).max().unwrap_or(lo);
+    let in_range = |s: &&KeyState| (lo..=hi).contains(&s.generation());
+    let ok = match seen {
+        Observed::Present(g) => {
+            (lo..=hi).contains(&g)
+                && known
+                    .iter()
+                    .filter(|s| s.generation() == g)
+                    .all(|s| s.exists())
+        }
+        Observed::Absent => known.iter().filter(in_range).any(|s| !s.exists()) || hi - lo >= 2,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "saw {seen:?}; expected state before {pre:?}, after {post:?}"
+        ))
+    }
+}
+
+struct Ctx<'a> {
+    db: &'a DB,
+    expected: &'a ExpectedState,
+    shape: Shape,
+    locks: Vec<Mutex<()>>,
+    history: Option<Mutex<History>>,
+    wo: WriteOptions,
+    value_size_max: usize,
+    ops: AtomicU64,
+    reads_verified: AtomicU64,
+    stop: AtomicBool,
+}
+
+fn db_error(what: &str, e: Error) -> ! {
+    fail(format!("{what}: database error {e}"))
+}
+
+impl Ctx<'_> {
+    /// Writes the given slots (sorted, distinct) in one batch: a put or a
+    /// delete per slot, each member of a group alike.
+    fn write(&self, slots: &[(u32, bool)]) {
+        let _guards: Vec<_> = slots
+            .iter()
+            .map(|(s, _)| {
+                self.locks[*s as usize]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+            })
+            .collect();
+        let mut batch = WriteBatch::default();
+        let mut writes = Vec::with_capacity(slots.len());
+        for &(slot, exists) in slots {
+            let next = self.expected.get(slot).acked.next(exists);
+            writes.push((slot, next));
+            let value = crate::value::value_for(slot, next.generation(), self.value_size_max);
+            for key in self.keys_of(slot) {
+                if exists {
+                    batch.put(&key, &value);
+                } else {
+                    batch.delete(&key);
+                }
+            }
+        }
+        let mut history = self
+            .history
+            .as_ref()
+            .map(|h| h.lock().unwrap_or_else(|e| e.into_inner()));
+        for &(slot, next) in &writes {
+            self.expected.begin_write(slot, next);
+        }
+        if let Some(h) = history.as_mut() {
+            h.append_batch(&writes);
+        }
+        if let Err(e) = self.db.write_opt(batch, &self.wo) {
+            db_error("write", e);
+        }
+        for &(slot, _) in &writes {
+            self.expected.ack_write(slot);
+        }
+    }
+
+    fn keys_of(&self, slot: u32) -> Vec<Vec<u8>> {
+        if slot < self.shape.keys {
+            vec![key_name(slot)]
+        } else {
+            let g = slot - self.shape.keys;
+            (0..self.shape.group_size)
+                .map(|m| group_member_name(g, m))
+                .collect()
+        }
+    }
+
+    fn observe(&self, slot: u32, value: Option<&[u8]>) -> Result<Observed, String> {
+        match value {
+            None => Ok(Observed::Absent),
+            Some(v) => check_value(slot, v, self.value_size_max).map(Observed::Present),
+        }
+    }
+
+    fn verified(&self, n: u64) {
+        self.reads_verified.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn get(&self, rng: &mut StdRng) {
+        let slot = rng.gen_range(0..self.shape.keys);
+        let pre = self.expected.get(slot);
+        let got = self
+            .db
+            .get(key_name(slot))
+            .unwrap_or_else(|e| db_error("get", e));
+        let post = self.expected.get(slot);
+        let seen = self.observe(slot, got.as_deref());
+        if let Err(e) = seen.and_then(|s| check_observed(s, pre, post)) {
+            fail(format!("get k{slot:08}: {e}"));
+        }
+        self.verified(1);
+    }
+
+    /// Reads every member of a group through one snapshot: all must show
+    /// the same write, one the expected state allows.
+    fn check_group(&self, rng: &mut StdRng) {
+        if self.shape.groups == 0 {
+            return;
+        }
+        let g = rng.gen_range(0..self.shape.groups);
+        let slot = self.shape.keys + g;
+        let pre = self.expected.get(slot);
+        let snap = self.db.snapshot();
+        let post = self.expected.get(slot);
+        let mut seen = Vec::new();
+        for m in 0..self.shape.group_size {
+            let v = snap
+                .get(group_member_name(g, m))
+                .unwrap_or_else(|e| db_error("group get", e));
+            match self.observe(slot, v.as_deref()) {
+                Ok(o) => seen.push(o),
+                Err(e) => fail(format!("group {g} member {m}: {e}")),
+            }
+        }
+        if seen.iter().any(|o| *o != seen[0]) {
+            fail(format!("group {g} is torn: members saw {seen:?}"));
+        }
+        if let Err(e) = check_observed(seen[0], pre, post) {
+            fail(format!("group {g}: {e}"));
+        }
+        self.verified(u64::from(self.shape.group_size));
+    }
+
+    /// A bounded scan over plain keys, forward or backward.
+    fn scan(&self, rng: &mut StdRng) {
+        let lo = rng.gen_range(0..self.shape.keys);
+        let hi = (lo + rng.gen_range(1..64)).min(self.shape.keys);
+        let pre: Vec<Slot> = (lo..hi).map(|s| self.expected.get(s)).collect();
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_lower_bound(key_name(lo));
+        ro.set_iterate_upper_bound(key_name(hi));
+        let forward = rng.gen_bool(0.5);
+        let mode = if forward {
+            IteratorMode::Start
+        } else {
+            IteratorMode::End
+        };
+        let mut found: Vec<(u32, Observed)> = Vec::new();
+        for item in self.db.iterator_opt(mode, ro) {
+            let (k, v) = item.unwrap_or_else(|e| db_error("scan", e));
+            let slot = match parse_key(&k) {
+                Some(ParsedKey::Plain(i)) if (lo..hi).contains(&i) => i,
+                _ => fail(format!(
+                    "scan [{lo}, {hi}) returned key {:?} outside its bounds",
+                    String::from_utf8_lossy(&k)
+                )),
+            };
+            if let Some(&(prev, _)) = found.last() {
+                if (forward && slot <= prev) || (!forward && slot >= prev) {
+                    fail(format!(
+                        "scan order: k{slot:08} after k{prev:08} (forward: {forward})"
+                    ));
+                }
+            }
+            match self.observe(slot, Some(&v)) {
+                Ok(o) => found.push((slot, o)),
+                Err(e) => fail(format!("scan k{slot:08}: {e}")),
+            }
+        }
+        let post: Vec<Slot> = (lo..hi).map(|s| self.expected.get(s)).collect();
+        for slot in lo..hi {
+            let i = (slot - lo) as usize;
+            let seen = found
+                .iter()
+                .find(|(s, _)| *s == slot)
+                .map_or(Observed::Absent, |(_, o)| *o);
+            if let Err(e) = check_observed(seen, pre[i], post[i]) {
+                fail(format!("scan [{lo}, {hi}), k{slot:08}: {e}"));
+            }
+        }
+        self.verified(u64::from(hi - lo));
+    }
+
+    /// Takes a snapshot of some keys and checks what it shows.
+    fn take_snapshot<'d>(&'d self, rng: &mut StdRng) -> Held<'d> {
+        let slots: Vec<u32> = (0..8).map(|_| rng.gen_range(0..self.shape.keys)).collect();
+        let pre: Vec<Slot> = slots.iter().map(|&s| self.expected.get(s)).collect();
+        let snap = self.db.snapshot();
+        let post: Vec<Slot> = slots.iter().map(|&s| self.expected.get(s)).collect();
+        let mut seen = Vec::new();
+        for (i, &slot) in slots.iter().enumerate() {
+            let v = snap
+                .get(key_name(slot))
+                .unwrap_or_else(|e| db_error("snapshot get", e));
+            let o = self
+                .observe(slot, v.as_deref())
+                .and_then(|o| check_observed(o, pre[i], post[i]).map(|()| o));
+            match o {
+                Ok(o) => seen.push((slot, o)),
+                Err(e) => fail(format!("snapshot read of k{slot:08}: {e}")),
+            }
+        }
+        self.verified(slots.len() as u64);
+        Held { snap, seen }
+    }
+
+    /// Reads a held snapshot again, by gets and by an iterator: it must
+    /// show exactly what it showed when taken, however much was written
+    /// and compacted since.
+    fn recheck_snapshot(&self, held: &Held<'_>) {
+        for &(slot, was) in &held.seen {
+            let v = held
+                .snap
+                .get(key_name(slot))
+                .unwrap_or_else(|e| db_error("snapshot get", e));
+            let now = self.observe(slot, v.as_deref()).unwrap_or_else(|e| fail(e));
+            if now != was {
+                fail(format!(
+                    "snapshot read of k{slot:08} changed from {was:?} to {now:?}"
+                ));
+            }
+            let mut it = held
+                .snap
+                .iterator(IteratorMode::From(&key_name(slot), Direction::Forward));
+            let first = it
+                .next()
+                .transpose()
+                .unwrap_or_else(|e| db_error("snapshot scan", e));
+            let by_iter = match first {
+                Some((k, v)) if *k == key_name(slot)[..] => {
+                    self.observe(slot, Some(&v)).unwrap_or_else(|e| fail(e))
+                }
+                _ => Observed::Absent,
+            };
+            if by_iter != was {
+                fail(format!(
+                    "snapshot iterator shows {by_iter:?} for k{slot:08}, get showed {was:?}"
+                ));
+            }
+        }
+        self.verified(2 * held.seen.len() as u64);
+    }
+
+    fn random_write(&self, rng: &mut StdRng, roll: u32) {
+        let keys = self.shape.keys;
+        if roll < 30 {
+            self.write(&[(rng.gen_range(0..keys), true)]);
+        } else if roll < 38 {
+            self.write(&[(rng.gen_range(0..keys), false)]);
+        } else if roll < 48 {
+            let n = rng.gen_range(2..8);
+            let mut slots: Vec<(u32, bool)> = (0..n)
+                .map(|_| (rng.gen_range(0..keys), !rng.gen_ratio(1, 4)))
+                .collect();
+            slots.sort_unstable_by_key(|(s, _)| *s);
+            slots.dedup_by_key(|(s, _)| *s);
+            self.write(&slots);
+        } else if self.shape.groups > 0 {
+            let g = rng.gen_range(0..self.shape.groups);
+            self.write(&[(keys + g, !rng.gen_ratio(1, 5))]);
+        }
+    }
+
+    fn thread_main(&self, seed: u64, deadline: Instant, ops_max: u64) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut held: Option<Held<'_>> = None;
+        let mut done = 0u64;
+        while done < ops_max && !self.stop.load(Ordering::Relaxed) {
+            if done.is_multiple_of(64) && Instant::now() >= deadline {
+                break;
+            }
+            let roll = rng.gen_range(0..1000) / 10;
+            match roll {
+                0..=52 => self.random_write(&mut rng, roll),
+                53..=77 => self.get(&mut rng),
+                78..=84 => self.check_group(&mut rng),
+                85..=94 => self.scan(&mut rng),
+                _ => match held.take() {
+                    Some(h) if rng.gen_bool(0.7) => {
+                        self.recheck_snapshot(&h);
+                        held = Some(h);
+                    }
+                    _ => held = Some(self.take_snapshot(&mut rng)),
+                },
+            }
+            if rng.gen_ratio(1, 2000) {
+                let lo = rng.gen_range(0..self.shape.keys);
+                let r = self
+                    .db
+                    .compact_range(Some(key_name(lo)), Some(key_name(lo + 100)));
+                if let Err(e) = r {
+                    if !matches!(e, Error::Busy(_)) {
+                        db_error("compact_range", e);
+                    }
+                }
+            }
+            self.ops.fetch_add(1, Ordering::Relaxed);
+            done += 1;
+        }
+    }
+}
+
+/// A snapshot a thread keeps across operations, with what it showed.
+struct Held<'a> {
+    snap: Snapshot<'a>,
+    seen: Vec<(u32, Observed)>,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunStats {
+    /// Operations, reads and writes.
+    pub ops: u64,
+    /// Keys whose read was checked against the expected state.
+    pub reads_verified: u64,
+}
+
+/// Runs the stress test described by `flags` (see `main.rs`).
+pub fn run(flags: &Flags) -> Result<RunStats, String> {
+    let db_path = flags.required("db")?;
+    let expected_path = flags.required("expected")?;
+    let shape = shape(flags)?;
+    let threads: u64 = flags.get("threads", 4)?;
+    let duration = Duration::from_millis(flags.get("duration_ms", 10_000)?);
+    let ops_per_thread: u64 = flags.get("ops_per_thread", u64::MAX)?;
+    let seed: u64 = flags.get("seed", 0)?;
+    let disable_wal = flags.flag("disable_wal", false)?;
+    let flush_interval = Duration::from_millis(flags.get("flush_interval_ms", 300)?);
+    let expected = ExpectedState::open_or_create(expected_path.as_ref(), shape)?;
+    let opts = db_options(flags)?;
+    let db = DB::open(&opts, &db_path).map_err(|e| format!("open {db_path}: {e}"))?;
+    // Anything left in flight by a crash was settled by `verify`.
+    for slot in 0..shape.slots() {
+        if expected.get(slot).pending.is_some() {
+            return Err(format!(
+                "slot {slot} has a write in flight: run `verify` first"
+            ));
+        }
+    }
+    let mut wo = WriteOptions::default();
+    wo.set_sync(flags.flag("sync", false)?);
+    wo.disable_wal(disable_wal);
+    let history = if disable_wal {
+        Some(Mutex::new(expected.start_history()?))
+    } else {
+        expected.clear_history()?;
+        None
+    };
+    let (ops0, reads0) = expected.counters();
+    let ctx = Ctx {
+        db: &db,
+        expected: &expected,
+        shape,
+        locks: (0..shape.slots()).map(|_| Mutex::new(())).collect(),
+        history,
+        wo,
+        value_size_max: flags.get("value_size_max", 100)?,
+        ops: AtomicU64::new(0),
+        reads_verified: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+    };
+    let deadline = Instant::now() + duration;
+    let workers_done = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (ctx, workers_done) = (&ctx, &workers_done);
+            s.spawn(move || {
+                ctx.thread_main(seed.wrapping_mul(1000) + t, deadline, ops_per_thread);
+                workers_done.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+        // The monitor: counters to the file, and flushes without a log.
+        let mut last_flush = Instant::now();
+        while workers_done.load(Ordering::SeqCst) < threads {
+            std::thread::sleep(Duration::from_millis(20));
+            let (ops, reads) = (
+                ctx.ops.load(Ordering::Relaxed),
+                ctx.reads_verified.load(Ordering::Relaxed),
+            );
+            expected.set_counters(ops0 + ops, reads0 + reads);
+            if let Some(h) = &ctx.history {
+                if last_flush.elapsed() >= flush_interval {
+                    let before = h.lock().unwrap_or_else(|e| e.into_inner()).len();
+                    db.flush().unwrap_or_else(|e| db_error("flush", e));
+                    expected.set_history_floor(before);
+                    last_flush = Instant::now();
+                }
+            }
+        }
+    });
+    let stats = RunStats {
+        ops: ctx.ops.load(Ordering::Relaxed),
+        reads_verified: ctx.reads_verified.load(Ordering::Relaxed),
+    };
+    expected.set_counters(ops0 + stats.ops, reads0 + stats.reads_verified);
+    drop(ctx);
+    // A clean end: the whole database must match exactly.
+    let checked = crate::verify::verify_open_db(&db, &expected, flags.get("value_size_max", 100)?)?;
+    expected.clear_history()?;
+    println!(
+        "run: {} ops, {} reads verified, then {} keys verified at the end",
+        stats.ops, stats.reads_verified, checked
+    );
+    Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(acked: KeyState, pending: Option<KeyState>) -> Slot {
+        Slot { acked, pending }
+    }
+
+    #[test]
+    fn reads_accept_exactly_the_states_a_concurrent_write_allows() {
+        let s1 = KeyState::INITIAL.next(true); // generation 1, present
+        let s2 = s1.next(false); // generation 2, deleted
+        let s3 = s2.next(true); // generation 3, present
+        let quiet = slot(s1, None);
+        assert!(check_observed(Observed::Present(1), quiet, quiet).is_ok());
+        assert!(check_observed(Observed::Absent, quiet, quiet).is_err());
+        assert!(check_observed(Observed::Present(2), quiet, quiet).is_err());
+        // A delete in flight: old value or nothing.
+        let deleting = slot(s1, Some(s2));
+        assert!(check_observed(Observed::Present(1), deleting, deleting).is_ok());
+        assert!(check_observed(Observed::Absent, deleting, deleting).is_ok());
+        assert!(check_observed(Observed::Present(2), deleting, deleting).is_err());
+        // Two writes between the reads: the one in between is unknown, so
+        // it may have been a delete.
+        let after = slot(s3, None);
+        assert!(check_observed(Observed::Present(3), quiet, after).is_ok());
+        assert!(check_observed(Observed::Absent, quiet, after).is_ok());
+        assert!(check_observed(Observed::Present(4), quiet, after).is_err());
+        assert!(check_observed(Observed::Present(0), quiet, after).is_err());
+    }
+}
