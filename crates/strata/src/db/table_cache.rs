@@ -53,7 +53,14 @@ impl TableCache {
             fs,
             user_cmp,
             block_cache,
-            readers: LruCache::new(capacity, Some(if max_open_files < 0 || max_open_files >= 160 { 4 } else { 0 })),
+            readers: LruCache::new(
+                capacity,
+                Some(if (0..160).contains(&max_open_files) {
+                    0
+                } else {
+                    4
+                }),
+            ),
         }
     }
 

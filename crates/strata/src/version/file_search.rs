@@ -31,10 +31,14 @@ use crate::key::{
 
 /// The first 8 bytes of `user_key` as a big-endian integer, zero padded.
 pub(super) fn key_prefix(user_key: &[u8]) -> u64 {
-    let mut bytes = [0u8; 8];
-    let n = user_key.len().min(8);
-    bytes[..n].copy_from_slice(&user_key[..n]);
-    u64::from_be_bytes(bytes)
+    match user_key.first_chunk::<8>() {
+        Some(head) => u64::from_be_bytes(*head),
+        None => {
+            let mut bytes = [0u8; 8];
+            bytes[..user_key.len()].copy_from_slice(user_key);
+            u64::from_be_bytes(bytes)
+        }
+    }
 }
 
 /// The prefix of each file's largest user key, in level order.
