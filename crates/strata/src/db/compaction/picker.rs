@@ -93,6 +93,9 @@ pub(crate) struct Compaction {
     pub(crate) version: Arc<Version>,
     /// Smallest and largest user key of all inputs.
     pub(crate) range: (Vec<u8>, Vec<u8>),
+    /// Largest input file a trivial move may take: twice the output
+    /// level's target file size.
+    pub(crate) max_move_bytes: u64,
 }
 
 impl Compaction {
@@ -103,6 +106,16 @@ impl Compaction {
         if !self.inputs[1].is_empty()
             || self.inputs[0].is_empty()
             || self.level == self.output_level
+        {
+            return false;
+        }
+        // A file much bigger than the output level's target is rewritten
+        // (cut to size) rather than moved, so that levels keep files of
+        // their target size: a 64 MiB flush output does not land whole in
+        // a level of 512 KiB files.
+        if self.inputs[0]
+            .iter()
+            .any(|f| f.file_size > self.max_move_bytes)
         {
             return false;
         }
@@ -175,10 +188,17 @@ impl DbInner {
         targets: &LevelTargets,
     ) -> Vec<(usize, f64)> {
         let l0_files = version.files(0).iter().filter(|f| !busy(f)).count();
-        let mut scores = vec![(
-            0,
-            l0_files as f64 / self.opts.level0_file_num_compaction_trigger as f64,
-        )];
+        let l0_bytes: u64 = version
+            .files(0)
+            .iter()
+            .filter(|f| !busy(f))
+            .map(|f| f.file_size)
+            .sum();
+        // As RocksDB: L0 is also due when it holds more bytes than the
+        // base level's target.
+        let by_files = l0_files as f64 / self.opts.level0_file_num_compaction_trigger as f64;
+        let by_bytes = l0_bytes as f64 / self.opts.max_bytes_for_level_base as f64;
+        let mut scores = vec![(0, by_files.max(by_bytes))];
         for level in targets.base_level..LAST_LEVEL {
             let bytes: u64 = version
                 .files(level)
@@ -268,6 +288,7 @@ impl DbInner {
             grandparents,
             version: version.clone(),
             range,
+            max_move_bytes: self.opts.target_file_size(output_level).saturating_mul(2),
         })
     }
 
