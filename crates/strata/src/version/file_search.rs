@@ -15,10 +15,18 @@
 //! whose prefix comes after it ends after it, and only the run of files with
 //! exactly the target's prefix needs full-key comparisons. Those are made
 //! with the comparator's type known at compile time, so they inline to a
-//! `memcmp`. The result is always the plain search's.
+//! `memcmp`. The result is always the plain search's. The end of the run is
+//! found by galloping, so its cost grows with the run, not the level; a
+//! level whose files all share one prefix skips the integer search and is
+//! a statically dispatched full-key search.
 //!
 //! User comparators of unknown order take the plain search: their order
 //! says nothing about byte prefixes.
+//!
+//! Cost, from `cargo bench -p strata --bench level_search`: with 8-byte
+//! integer keys, about 45 ns instead of 400-470 ns at 10,000 files; with
+//! keys whose first 8 bytes are all equal, about the plain search's time at
+//! 1,000 files and less at more (0.8x at 10,000, 0.4x at 100,000).
 
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -364,14 +372,16 @@ mod tests {
     #[test]
     fn consistency_check_catches_a_comparator_claiming_a_wrong_order() {
         let icmp = InternalKeyComparator::new(Arc::new(Lying));
-        let entries = [b"b", b"a"].map(|k| InternalKey::new(k, 1, ValueKind::Value));
-        let mut edit = VersionEdit::new();
-        for (number, k) in (1..).zip(&entries) {
-            edit.add_file(1, number, 1, k.clone(), k.clone(), 1, 1);
+        // Built directly: under `invariants` the builder would panic first.
+        let mut levels: [Vec<Arc<FileMetaData>>; crate::version::NUM_LEVELS] = Default::default();
+        for (number, k) in (1..).zip([b"b", b"a"]) {
+            let key = InternalKey::new(k, 1, ValueKind::Value);
+            let file = FileMetaData::new(number, 1, key.clone(), key, 1, 1);
+            levels[1].push(Arc::new(file));
         }
-        let mut builder = VersionBuilder::new(icmp.clone(), &Version::empty());
-        builder.apply(&edit, "test", 0).unwrap();
-        let err = builder.build().check_consistency(&icmp).unwrap_err();
+        let err = Version::from_levels(levels)
+            .check_consistency(&icmp)
+            .unwrap_err();
         assert!(err.contains("out of order under test.Lying"), "{err}");
     }
 }
