@@ -26,8 +26,7 @@
 #   W1_READ_RUNS  how many times to run W1's read (default 1; the first read
 #                 after the fill may overlap compactions the fill left pending,
 #                 and RocksDB starts them again when it reopens)
-#   W2_TYPES      data block index types for W2 (default "0"; "0 1" once
-#                 Strata has the hash index)
+#   W2_TYPES      data block index types for W2 (default "0 1")
 #   W4_S          stream counts for W4 (default "1 2 4 8 16 32 64")
 #
 # W3 (multireadrandom) and W5 (NextPrefix) are not db_bench benchmarks of this
@@ -187,7 +186,7 @@ w1() {
 w2() {
     local N R T C
     N=$(scaled 10000000); R=$(scaled 5000000)
-    for T in ${W2_TYPES:-0}; do
+    for T in ${W2_TYPES:-0 1}; do
         local opts=(--key_size=8 --value_size=40 --block_size=16384 --block_restart_interval=16
             --compression_type=snappy --compression_ratio=0.4
             --use_data_block_hash_index="$T" --data_block_hash_table_util_ratio=0.75 --seed=1)

@@ -35,44 +35,56 @@ fn value(rng: &mut StdRng, seq: usize) -> Vec<u8> {
 }
 
 struct Engines {
-    names: Vec<&'static str>,
+    /// Label of each engine (`model`, `strata`, `strata+hash`, `rocksdb`).
+    names: Vec<String>,
+    /// Engine name and options of each, for reopening.
+    kinds: Vec<(&'static str, EngineConfig)>,
     dirs: Vec<PathBuf>,
-    cfg: EngineConfig,
     engines: Vec<Box<dyn Engine>>,
 }
 
 impl Engines {
     fn new(root: &Path) -> Engines {
         let cfg = EngineConfig::small_for_tests();
-        let mut names = vec!["model"];
-        names.extend(engine::engine_names().iter().copied());
-        let mut dirs = Vec::new();
-        let mut engines: Vec<Box<dyn Engine>> = Vec::new();
-        for name in &names {
-            let dir = root.join(name);
-            dirs.push(dir.clone());
-            engines.push(match *name {
-                "model" => Box::new(ModelEngine::new()),
-                other => engine::open(other, &cfg, &dir, true).expect("open"),
-            });
+        // Strata twice: with binary search in data blocks, and with the
+        // hash index too.
+        let mut hash = cfg.clone();
+        hash.use_data_block_hash_index = true;
+        let mut kinds = vec![("strata", cfg.clone()), ("strata", hash)];
+        kinds.extend(
+            engine::engine_names()
+                .iter()
+                .filter(|n| **n != "strata")
+                .map(|n| (*n, cfg.clone())),
+        );
+        let mut es = Engines {
+            names: vec!["model".into()],
+            kinds: vec![("model", cfg)],
+            dirs: vec![root.join("model")],
+            engines: vec![Box::new(ModelEngine::new())],
+        };
+        for (name, cfg) in kinds {
+            let label = if cfg.use_data_block_hash_index {
+                format!("{name}+hash")
+            } else {
+                name.to_string()
+            };
+            let dir = root.join(&label);
+            es.engines
+                .push(engine::open(name, &cfg, &dir, true).expect("open"));
+            es.names.push(label);
+            es.kinds.push((name, cfg));
+            es.dirs.push(dir);
         }
-        Engines {
-            names,
-            dirs,
-            cfg,
-            engines,
-        }
+        es
     }
 
     fn reopen(&mut self) {
-        for i in 0..self.engines.len() {
-            if self.names[i] == "model" {
-                continue;
-            }
+        for i in 1..self.engines.len() {
+            let (name, cfg) = &self.kinds[i];
             // Close before opening again: the directory is locked.
             self.engines[i] = Box::new(ModelEngine::new());
-            self.engines[i] =
-                engine::open(self.names[i], &self.cfg, &self.dirs[i], false).expect("reopen");
+            self.engines[i] = engine::open(name, cfg, &self.dirs[i], false).expect("reopen");
         }
     }
 }

@@ -187,6 +187,7 @@ fn prefixes_batches_and_duration() {
         "--prefix_size=8",
         "--batch_size=10",
         "--multiread_stride=3",
+        "--use_data_block_hash_index=1",
         "--compression_type=none",
         "--seed=3",
     ]));
@@ -255,11 +256,6 @@ fn unsupported_and_unknown_requests_are_errors() {
             .expect_err("must fail")
             .to_string()
     };
-    let e = err(&["--benchmarks=fillseq", "--use_data_block_hash_index=1"]);
-    assert!(
-        e.contains("not supported") && e.contains("use_data_block_hash_index"),
-        "{e}"
-    );
     let e = err(&["--benchmarks=fillseq", "--cache_index_and_filter_blocks=1"]);
     assert!(e.contains("not supported"), "{e}");
     let e = err(&["--benchmarks=readrandm"]);

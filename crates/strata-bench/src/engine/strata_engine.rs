@@ -4,7 +4,8 @@
 use std::path::Path;
 
 use strata::{
-    BlockBasedOptions, Cache, DBCompressionType, Options, ReadOptions, WriteBatch, WriteOptions, DB,
+    BlockBasedOptions, Cache, DBCompressionType, DataBlockIndexType, Options, ReadOptions,
+    WriteBatch, WriteOptions, DB,
 };
 
 use super::{Batch, BatchEntry, Compression, Engine, EngineConfig, EngineIterator, WriteMode};
@@ -20,12 +21,6 @@ pub fn check(cfg: &EngineConfig) -> Result<()> {
             "--{flag} with --engine=strata: {why}"
         )))
     };
-    if cfg.use_data_block_hash_index {
-        return refuse(
-            "use_data_block_hash_index=1",
-            "Strata has no data block hash index yet",
-        );
-    }
     if cfg.cache_index_and_filter_blocks {
         return refuse(
             "cache_index_and_filter_blocks=1",
@@ -78,6 +73,12 @@ fn options(cfg: &EngineConfig, create: bool) -> Options {
     t.set_block_size(cfg.block_size);
     t.set_block_restart_interval(cfg.block_restart_interval);
     t.set_index_block_restart_interval(cfg.index_block_restart_interval);
+    t.set_data_block_index_type(if cfg.use_data_block_hash_index {
+        DataBlockIndexType::BinaryAndHash
+    } else {
+        DataBlockIndexType::BinarySearch
+    });
+    t.set_data_block_hash_ratio(cfg.data_block_hash_table_util_ratio);
     if cfg.bloom_bits > 0 {
         t.set_bloom_filter(f64::from(cfg.bloom_bits), false);
     }
