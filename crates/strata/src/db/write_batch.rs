@@ -11,7 +11,7 @@
 //! Record `i` gets sequence number `sequence + i`. See `docs/format/wal.md`.
 
 use crate::error::{Error, Result};
-use crate::key::{SequenceNumber, ValueKind};
+use crate::key::{SequenceNumber, ValueKind, MAX_SEQUENCE_NUMBER};
 use crate::limits::{KEY_SIZE_BYTES_MAX, VALUE_SIZE_BYTES_MAX};
 use crate::util::coding::{decode_fixed32, decode_fixed64, put_length_prefixed, Decoder};
 
@@ -172,18 +172,33 @@ impl WriteBatch {
             rep: record.to_vec(),
             oversized: None,
         };
+        let corrupt = |what: String| Error::corruption(file, offset, what);
         let mut it = batch.iter();
-        let mut n = 0;
+        let mut n = 0u64;
         for r in it.by_ref() {
-            r.map_err(|what| Error::corruption(file, offset, what))?;
+            let (key, value) = match r.map_err(corrupt)? {
+                BatchRecord::Put(k, v) => (k, v),
+                BatchRecord::Delete(k) => (k, &[][..]),
+            };
+            if key.len() > KEY_SIZE_BYTES_MAX || value.len() > VALUE_SIZE_BYTES_MAX {
+                return Err(corrupt(format!(
+                    "batch record {n} has a {}-byte key and a {}-byte value, over the limits",
+                    key.len(),
+                    value.len()
+                )));
+            }
             n += 1;
         }
         if !it.dec.is_empty() {
-            return Err(Error::corruption(
-                file,
-                offset,
-                format!("batch holds bytes after its {n} records"),
-            ));
+            return Err(corrupt(format!("batch holds bytes after its {n} records")));
+        }
+        // Writers never log an empty batch, and every record's sequence
+        // number must fit in 56 bits and follow sequence 0.
+        let first = batch.sequence();
+        if n == 0 || first == 0 || first.saturating_add(n - 1) > MAX_SEQUENCE_NUMBER {
+            return Err(corrupt(format!(
+                "batch of {n} records at sequence {first} is empty or outside 1..={MAX_SEQUENCE_NUMBER}"
+            )));
         }
         Ok(batch)
     }
@@ -269,6 +284,32 @@ mod tests {
         let mut b = WriteBatch::default();
         b.put(vec![0u8; KEY_SIZE_BYTES_MAX + 1], b"");
         assert!(matches!(b.validate(), Err(Error::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn logged_batches_out_of_range_are_corruption() {
+        let mut empty = WriteBatch::default();
+        empty.set_sequence(5);
+        assert!(WriteBatch::from_record(empty.data(), "log", 0)
+            .unwrap_err()
+            .is_corruption());
+        let mut b = WriteBatch::default();
+        b.put(b"k", b"v");
+        b.put(b"k2", b"v");
+        b.set_sequence(MAX_SEQUENCE_NUMBER);
+        assert!(WriteBatch::from_record(b.data(), "log", 0)
+            .unwrap_err()
+            .is_corruption());
+        b.set_sequence(0);
+        assert!(WriteBatch::from_record(b.data(), "log", 0)
+            .unwrap_err()
+            .is_corruption());
+        let mut big = WriteBatch::default();
+        big.put(vec![0u8; KEY_SIZE_BYTES_MAX + 1], b"");
+        big.set_sequence(1);
+        assert!(WriteBatch::from_record(big.data(), "log", 0)
+            .unwrap_err()
+            .is_corruption());
     }
 
     proptest! {
