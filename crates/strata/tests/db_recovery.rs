@@ -3,13 +3,10 @@
 //! data.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use strata::env::{
-    FileLock, FileSystem, MemFileSystem, RandomAccessFile, SequentialFile, WritableFile,
-};
-use strata::{Error, IteratorMode, Options, Result, WriteBatch, DB};
+use strata::env::{FaultInjectionFileSystem, FaultRule, FileOp, FileSystem, MemFileSystem};
+use strata::{IteratorMode, Options, WriteBatch, DB};
 
 fn opts_for(fs: Arc<dyn FileSystem>) -> Options {
     let mut opts = Options::default();
@@ -162,89 +159,27 @@ fn recovery_from_logs_only() {
     }
 }
 
-/// A file system that fails table creation while `fail` is set.
-#[derive(Debug, Clone)]
-struct FailingFs {
-    inner: MemFileSystem,
-    fail: Arc<AtomicBool>,
-}
-
-impl FileSystem for FailingFs {
-    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        if self.fail.load(Ordering::SeqCst) && path.extension().is_some_and(|e| e == "sst") {
-            return Err(Error::io(
-                format!("create {}", path.display()),
-                std::io::Error::other("disk full (injected)"),
-            ));
-        }
-        self.inner.create(path)
-    }
-    fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        self.inner.open_append(path)
-    }
-    fn open_sequential(&self, path: &Path) -> Result<Box<dyn SequentialFile>> {
-        self.inner.open_sequential(path)
-    }
-    fn open_random_access(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        self.inner.open_random_access(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> Result<()> {
-        self.inner.remove(path)
-    }
-    fn list(&self, dir: &Path) -> Result<Vec<String>> {
-        self.inner.list(dir)
-    }
-    fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        self.inner.create_dir_all(dir)
-    }
-    fn remove_dir(&self, dir: &Path) -> Result<()> {
-        self.inner.remove_dir(dir)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.inner.exists(path)
-    }
-    fn is_dir(&self, path: &Path) -> bool {
-        self.inner.is_dir(path)
-    }
-    fn file_size(&self, path: &Path) -> Result<u64> {
-        self.inner.file_size(path)
-    }
-    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
-        self.inner.lock(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> Result<()> {
-        self.inner.sync_dir(dir)
-    }
-}
-
 #[test]
 fn failed_flush_stops_writes_and_loses_nothing() {
-    let mem = MemFileSystem::new();
-    let fail = Arc::new(AtomicBool::new(false));
-    let fs = FailingFs {
-        inner: mem.clone(),
-        fail: fail.clone(),
-    };
-    let opts = opts_for(Arc::new(fs));
+    let fs = FaultInjectionFileSystem::new(Arc::new(MemFileSystem::new()));
+    let opts = opts_for(Arc::new(fs.clone()));
     let db = DB::open(&opts, "/db").unwrap();
     for i in 0..100u32 {
         db.put(format!("k{i}"), b"v").unwrap();
     }
-    fail.store(true, Ordering::SeqCst);
+    // Table creation fails from now on, as on a full disk.
+    fs.inject(FaultRule::new(&[FileOp::Create]).path_contains(".sst"));
     let err = db.flush().unwrap_err();
-    assert!(err.to_string().contains("disk full"), "{err}");
+    assert!(err.to_string().contains("injected I/O error"), "{err}");
     let err = db.put(b"later", b"x").unwrap_err();
     assert!(
-        err.to_string().contains("disk full"),
+        err.to_string().contains("injected I/O error"),
         "writes stop with the background error: {err}"
     );
     // Reads still work.
     assert_eq!(db.get(b"k5").unwrap().as_deref(), Some(&b"v"[..]));
     drop(db);
-    fail.store(false, Ordering::SeqCst);
+    fs.clear_faults();
     let db = DB::open(&opts, "/db").unwrap();
     for i in 0..100u32 {
         assert_eq!(
