@@ -208,3 +208,56 @@ fn deleted_keys_stay_deleted_to_the_bottom() {
     let db = DB::open(&opts, "/db").unwrap();
     assert_eq!(contents(&db).len(), 2000);
 }
+
+/// Table files in the database directory.
+fn tables_on_disk(fs: &MemFileSystem) -> usize {
+    use strata::env::FileSystem;
+    fs.list(std::path::Path::new("/db"))
+        .unwrap()
+        .iter()
+        .filter(|n| n.ends_with(".sst"))
+        .count()
+}
+
+fn live_tables(db: &DB) -> usize {
+    (0..7)
+        .map(|l| prop(db, &format!("strata.num-files-at-level{l}")) as usize)
+        .sum()
+}
+
+#[test]
+fn files_of_an_old_version_go_when_its_last_reader_does() {
+    let fs = MemFileSystem::new();
+    let mut opts = tiny(&fs, false);
+    opts.set_disable_auto_compactions(true);
+    let db = DB::open(&opts, "/db").unwrap();
+    for round in 0..3u32 {
+        for i in 0..300u32 {
+            db.put(format!("k{i:05}"), format!("v{round}")).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let before = tables_on_disk(&fs);
+    assert_eq!(before, live_tables(&db));
+
+    // An iterator holds the current version while a compaction replaces
+    // every file of it: the inputs stay, readable through the iterator.
+    let mut it = db.raw_iterator();
+    db.compact_range(None::<&[u8]>, None::<&[u8]>).unwrap();
+    assert_eq!(tables_on_disk(&fs), before + live_tables(&db));
+    it.seek_to_first();
+    assert_eq!(it.value(), Some(&b"v2"[..]));
+
+    // A get during the same window also holds the old version, but the
+    // iterator is the last holder: dropping it deletes the old files with
+    // no further flush or compaction.
+    assert_eq!(db.get("k00007").unwrap().as_deref(), Some(&b"v2"[..]));
+    drop(it);
+    assert_eq!(tables_on_disk(&fs), live_tables(&db));
+
+    // Nothing is deleted when the last reader of the current version goes.
+    let it = db.raw_iterator();
+    drop(it);
+    assert_eq!(tables_on_disk(&fs), live_tables(&db));
+    assert!(live_tables(&db) > 0);
+}

@@ -127,6 +127,19 @@ impl DbInner {
         }
     }
 
+    /// Drops a reader's reference to `version`. The last holder of a
+    /// version that is no longer current deletes the files only it kept
+    /// alive (RocksDB does this when a super version's last reference goes):
+    /// otherwise the inputs of a compaction that finished while a read was
+    /// in flight stay on disk until the next flush or compaction.
+    pub(crate) fn release_version(&self, version: Arc<Version>) {
+        if let Some(v) = Arc::into_inner(version) {
+            drop(v);
+            let mut st = self.state.lock();
+            self.delete_obsolete_files(&mut st);
+        }
+    }
+
     /// Records a background failure: writes stop with it from now on.
     pub(crate) fn set_bg_error(&self, st: &mut DbState, e: Error) {
         if st.bg_error.is_none() {

@@ -17,8 +17,26 @@ use super::DB;
 /// `rocksdb::DBRawIterator`. Holds the memtables and files it reads.
 pub struct DBRawIterator<'a> {
     iter: DBIter,
-    _version: Arc<Version>,
+    // Declared after `iter` so it drops last, when it may hold the last
+    // reference to its version.
+    _version: VersionRef,
     _db: PhantomData<&'a DB>,
+}
+
+/// A reader's reference to a version, released through
+/// [`DbInner::release_version`] so that the last reader of an old version
+/// deletes the files it kept alive.
+struct VersionRef {
+    db: Arc<DbInner>,
+    version: Option<Arc<Version>>,
+}
+
+impl Drop for VersionRef {
+    fn drop(&mut self) {
+        if let Some(v) = self.version.take() {
+            self.db.release_version(v);
+        }
+    }
 }
 
 impl std::fmt::Debug for DBRawIterator<'_> {
@@ -46,7 +64,10 @@ impl<'a> DBRawIterator<'a> {
         );
         DBRawIterator {
             iter,
-            _version: sv.version,
+            _version: VersionRef {
+                db: db.clone(),
+                version: Some(sv.version),
+            },
             _db: PhantomData,
         }
     }

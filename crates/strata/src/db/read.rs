@@ -102,6 +102,18 @@ impl DbInner {
         fill_cache: bool,
     ) -> Result<Option<DBPinnableSlice>> {
         let sv = self.super_version();
+        let r = self.get_in(&sv, key, snapshot, fill_cache);
+        self.release_version(sv.version);
+        r
+    }
+
+    fn get_in(
+        &self,
+        sv: &SuperVersion,
+        key: &[u8],
+        snapshot: Option<SequenceNumber>,
+        fill_cache: bool,
+    ) -> Result<Option<DBPinnableSlice>> {
         let seq = snapshot.unwrap_or(sv.sequence);
         for mem in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
             match mem.get(key, seq) {
