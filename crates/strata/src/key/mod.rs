@@ -2,6 +2,7 @@
 
 mod comparator;
 mod internal_key;
+pub(crate) mod prefix_search;
 
 pub use comparator::{BuiltinOrder, BytewiseComparator, Comparator, ReverseBytewiseComparator};
 pub use internal_key::{

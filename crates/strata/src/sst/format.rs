@@ -168,29 +168,52 @@ pub fn read_block(
         )));
     }
     let n = handle.size as usize;
-    let mut buf = vec![0u8; n + BLOCK_TRAILER_BYTES];
-    file.read_exact_at(handle.offset, &mut buf)?;
-    let kind_byte = buf[n];
-    let stored = unmask(decode_fixed32(&buf[n + 1..]).unwrap_or(0));
-    let actual = crc32c(&buf[..n + 1]);
-    if stored != actual {
-        return Err(corrupt(format!(
-            "block checksum mismatch: stored {stored:#010x}, computed {actual:#010x} over {n} bytes"
-        )));
-    }
-    let Some(kind) = CompressionType::from_byte(kind_byte) else {
-        return Err(corrupt(format!("unknown compression type {kind_byte}")));
-    };
-    if kind == CompressionType::None {
-        buf.truncate(n);
-        return Ok(Bytes::from(buf));
-    }
-    Ok(Bytes::from(decompress_block(
-        kind,
-        &buf[..n],
-        name,
-        handle.offset,
-    )?))
+    // Compressed blocks are read into a per-thread buffer that is reused,
+    // so a cache miss costs one allocation (the decompressed block), not
+    // two allocations, a zero fill and a free.
+    READ_SCRATCH.with(|scratch| {
+        let mut scratch = scratch.borrow_mut();
+        let mut owned;
+        let buf: &mut Vec<u8> = if n <= SCRATCH_KEEP_BYTES {
+            &mut scratch
+        } else {
+            owned = Vec::new();
+            &mut owned
+        };
+        if buf.len() < n + BLOCK_TRAILER_BYTES {
+            buf.resize(n + BLOCK_TRAILER_BYTES, 0);
+        }
+        let buf = &mut buf[..n + BLOCK_TRAILER_BYTES];
+        file.read_exact_at(handle.offset, buf)?;
+        let kind_byte = buf[n];
+        let stored = unmask(decode_fixed32(&buf[n + 1..]).unwrap_or(0));
+        let actual = crc32c(&buf[..n + 1]);
+        if stored != actual {
+            return Err(corrupt(format!(
+                "block checksum mismatch: stored {stored:#010x}, computed {actual:#010x} over {n} bytes"
+            )));
+        }
+        let Some(kind) = CompressionType::from_byte(kind_byte) else {
+            return Err(corrupt(format!("unknown compression type {kind_byte}")));
+        };
+        if kind == CompressionType::None {
+            return Ok(Bytes::copy_from_slice(&buf[..n]));
+        }
+        Ok(Bytes::from(decompress_block(
+            kind,
+            &buf[..n],
+            name,
+            handle.offset,
+        )?))
+    })
+}
+
+/// Blocks up to this size are read through the per-thread buffer; larger
+/// ones (rare: a block holding one huge value) get their own.
+const SCRATCH_KEEP_BYTES: usize = 256 << 10;
+
+thread_local! {
+    static READ_SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 #[cfg(test)]

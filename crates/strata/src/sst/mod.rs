@@ -15,6 +15,7 @@ pub mod block;
 pub mod filter;
 pub mod format;
 pub mod index;
+mod index_array;
 pub mod properties;
 mod table_builder;
 mod table_iter;

@@ -63,7 +63,11 @@ impl TableIterator {
         }
         match self.table.read_data_block(handle, self.fill_cache) {
             Ok(block) => {
-                self.data = Some(block.iter(self.table.internal_comparator().clone()));
+                self.data = Some(
+                    block
+                        .into_block_iter(self.table.internal_comparator().clone())
+                        .with_internal_order(self.table.builtin_order()),
+                );
                 self.data_handle = Some(handle);
             }
             Err(e) => self.fail(e),

@@ -23,6 +23,7 @@ use super::block::Block;
 use super::filter::BloomFilter;
 use super::format::{read_block, BlockHandle, Footer, FOOTER_BYTES};
 use super::index::IndexValue;
+use super::index_array::IndexArray;
 use super::{TableIterator, TableProperties, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME};
 
 /// The newest entry for a user key at or below a lookup's sequence number.
@@ -44,6 +45,8 @@ pub struct TableReader {
     user_cmp: Arc<dyn Comparator>,
     footer: Footer,
     index: Block,
+    /// `index` decoded for point lookups.
+    index_array: IndexArray,
     filter: Option<BloomFilter>,
     props: TableProperties,
     /// The block cache and this reader's key space in it.
@@ -159,10 +162,19 @@ impl TableReader {
             name.clone(),
             footer.index.offset,
         )?;
+        let icmp: Arc<dyn Comparator> = Arc::new(InternalKeyComparator::new(comparator.clone()));
+        let index_array = IndexArray::build(
+            &index,
+            icmp.clone(),
+            &*comparator,
+            &name,
+            footer.index.offset,
+        )?;
         Ok(TableReader {
             file,
             name,
-            icmp: Arc::new(InternalKeyComparator::new(comparator.clone())),
+            icmp,
+            index_array,
             user_cmp: comparator,
             footer,
             index,
@@ -185,6 +197,11 @@ impl TableReader {
     /// The table's footer.
     pub fn footer(&self) -> &Footer {
         &self.footer
+    }
+
+    /// The user comparator's built-in order, if it has one.
+    pub(crate) fn builtin_order(&self) -> Option<crate::key::BuiltinOrder> {
+        self.user_cmp.builtin_order()
     }
 
     /// The internal-key comparator ordering the table.
@@ -224,7 +241,9 @@ impl TableReader {
     }
 
     pub(crate) fn index_iter(&self) -> super::block::BlockIter {
-        self.index.iter(self.icmp.clone())
+        self.index
+            .iter(self.icmp.clone())
+            .with_internal_order(self.user_cmp.builtin_order())
     }
 
     pub(crate) fn decode_index_value<'a>(
@@ -262,17 +281,15 @@ impl TableReader {
         }
         let user_key = extract_user_key(lookup);
         debug_assert_eq!(hash, super::filter::filter_hash(user_key));
-        let mut index = self.index_iter();
-        index.seek(lookup);
         // The separator of a block is < the first key of the next block, so
         // the answer is almost always in the first block; the loop covers
         // comparators whose separators are not that tight.
-        while index.valid() {
-            let handle = self
-                .decode_index_value(index.value(), self.footer.index.offset)?
-                .handle;
+        for i in self.index_array.lower_bound(lookup)..self.index_array.len() {
+            let handle = self.index_array.handle(i);
             let block = self.read_data_block(handle, fill_cache)?;
-            let mut it = block.iter(self.icmp.clone());
+            let mut it = block
+                .into_block_iter(self.icmp.clone())
+                .with_internal_order(self.user_cmp.builtin_order());
             // A valid position with another user key proves absence from
             // this and later blocks; invalid means all keys are < lookup.
             it.seek_for_get(lookup, hash);
@@ -294,9 +311,7 @@ impl TableReader {
                 }));
             }
             it.status()?;
-            index.next();
         }
-        index.status()?;
         Ok(None)
     }
 

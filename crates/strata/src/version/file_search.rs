@@ -32,22 +32,13 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::FileMetaData;
-use crate::key::{
-    extract_user_key, BytewiseComparator, Comparator, InternalKeyComparator,
-    ReverseBytewiseComparator, TRAILER_BYTES,
-};
-
-/// The first 8 bytes of `user_key` as a big-endian integer, zero padded.
-pub(super) fn key_prefix(user_key: &[u8]) -> u64 {
-    match user_key.first_chunk::<8>() {
-        Some(head) => u64::from_be_bytes(*head),
-        None => {
-            let mut bytes = [0u8; 8];
-            bytes[..user_key.len()].copy_from_slice(user_key);
-            u64::from_be_bytes(bytes)
-        }
-    }
-}
+pub(super) use crate::key::prefix_search::PrefixOrder;
+#[cfg(test)]
+use crate::key::prefix_search::{compare_internal, equal_run};
+use crate::key::prefix_search::{key_prefix, lower_bound_by_prefix};
+#[cfg(test)]
+use crate::key::{BytewiseComparator, ReverseBytewiseComparator, TRAILER_BYTES};
+use crate::key::{Comparator, InternalKeyComparator};
 
 /// The prefix of each file's largest user key, in level order.
 pub(super) fn largest_prefixes(files: &[Arc<FileMetaData>]) -> Vec<u64> {
@@ -55,28 +46,6 @@ pub(super) fn largest_prefixes(files: &[Arc<FileMetaData>]) -> Vec<u64> {
         .iter()
         .map(|f| key_prefix(f.largest.user_key()))
         .collect()
-}
-
-/// A comparator whose order is known at compile time, and what that order
-/// means for key prefixes.
-pub(super) trait PrefixOrder: Comparator + Default {
-    /// True if every key with prefix `a` sorts before every key with prefix
-    /// `b`.
-    fn prefix_before(a: u64, b: u64) -> bool;
-}
-
-impl PrefixOrder for BytewiseComparator {
-    #[inline]
-    fn prefix_before(a: u64, b: u64) -> bool {
-        a < b
-    }
-}
-
-impl PrefixOrder for ReverseBytewiseComparator {
-    #[inline]
-    fn prefix_before(a: u64, b: u64) -> bool {
-        a > b
-    }
 }
 
 /// The plain search: index of the first file whose largest key is at or
@@ -98,65 +67,7 @@ pub(super) fn find_file_by_prefix<C: PrefixOrder>(
     ikey: &[u8],
 ) -> usize {
     debug_assert_eq!(files.len(), prefixes.len());
-    let target = key_prefix(extract_user_key(ikey));
-    let (start, run) = if prefixes.first() == prefixes.last() {
-        // Every file has the same prefix (or there are none): searching
-        // the prefixes could only cost time.
-        match prefixes.first() {
-            Some(&p) if p == target => (0, prefixes.len()),
-            Some(&p) if C::prefix_before(p, target) => return prefixes.len(),
-            _ => return 0,
-        }
-    } else {
-        let start = prefixes.partition_point(|&p| C::prefix_before(p, target));
-        match prefixes.get(start..) {
-            Some(rest) if rest.first() == Some(&target) => (start, equal_run(rest, target)),
-            _ => return start,
-        }
-    };
-    let candidates = files.get(start..start + run).unwrap_or_default();
-    let user = C::default();
-    start
-        + candidates.partition_point(|f| {
-            compare_internal(&user, f.largest.encoded(), ikey) == Ordering::Less
-        })
-}
-
-/// Length of the run of `target` at the start of `prefixes`, whose first
-/// element is `target`. Galloping, so O(log run) rather than O(log len):
-/// runs are short unless many keys share their first 8 bytes.
-fn equal_run(prefixes: &[u64], target: u64) -> usize {
-    debug_assert_eq!(prefixes.first(), Some(&target));
-    // prefixes[known] == target; prefixes[known + step] is the next probe.
-    let (mut known, mut step) = (0usize, 1usize);
-    while prefixes.get(known + step) == Some(&target) {
-        known += step;
-        step *= 2; // at most 64 doublings before known + step leaves the slice
-    }
-    let limit = (known + step).min(prefixes.len());
-    let rest = prefixes.get(known + 1..limit).unwrap_or_default();
-    known + 1 + rest.partition_point(|&p| p == target)
-}
-
-/// [`InternalKeyComparator`]'s order over user comparator `C`, statically
-/// dispatched: user key under `C`, then trailer (sequence and kind)
-/// descending. Must stay identical to `InternalKeyComparator::compare`; the
-/// tests below check it against that.
-#[inline]
-fn compare_internal<C: Comparator>(user: &C, a: &[u8], b: &[u8]) -> Ordering {
-    user.compare(extract_user_key(a), extract_user_key(b))
-        .then_with(|| trailer(b).cmp(&trailer(a)))
-}
-
-/// The trailer of an internal key, 0 if the key is shorter than one.
-#[inline]
-fn trailer(ikey: &[u8]) -> u64 {
-    let tail = ikey
-        .len()
-        .checked_sub(TRAILER_BYTES)
-        .and_then(|at| ikey.get(at..));
-    tail.and_then(|t| t.try_into().ok())
-        .map_or(0, u64::from_le_bytes)
+    lower_bound_by_prefix::<C>(prefixes, |i| files[i].largest.encoded(), ikey)
 }
 
 #[cfg(test)]

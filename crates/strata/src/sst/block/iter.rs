@@ -13,7 +13,10 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
-use crate::key::{extract_user_key, Comparator};
+use crate::key::prefix_search::compare_internal;
+use crate::key::{
+    extract_user_key, BuiltinOrder, BytewiseComparator, Comparator, ReverseBytewiseComparator,
+};
 use crate::util::coding::{decode_fixed32, decode_varint32};
 
 use super::hash_index::{HashIndex, BUCKET_COLLISION, BUCKET_EMPTY};
@@ -26,6 +29,9 @@ use super::Block;
 pub struct BlockIter {
     data: Bytes,
     cmp: Arc<dyn Comparator>,
+    /// Set when `cmp` is the internal-key comparator over this built-in
+    /// order: comparisons are then statically dispatched.
+    internal_order: Option<BuiltinOrder>,
     restarts_offset: usize,
     num_restarts: u32,
     hash_index: Option<HashIndex>,
@@ -66,13 +72,18 @@ struct EntryHeader {
 
 impl BlockIter {
     pub(super) fn new(block: &Block, cmp: Arc<dyn Comparator>) -> BlockIter {
+        Self::from_block(block.clone(), cmp)
+    }
+
+    pub(super) fn from_block(block: Block, cmp: Arc<dyn Comparator>) -> BlockIter {
         BlockIter {
-            data: block.data.clone(),
+            data: block.data,
             cmp,
+            internal_order: None,
             restarts_offset: block.restarts_offset,
             num_restarts: block.num_restarts,
             hash_index: block.hash_index,
-            file: block.file.clone(),
+            file: block.file,
             block_offset: block.offset,
             current: block.restarts_offset,
             next: block.restarts_offset,
@@ -82,6 +93,28 @@ impl BlockIter {
             value: 0..0,
             status: Ok(()),
         }
+    }
+
+    /// Declares that the iterator's comparator is the internal-key
+    /// comparator over the built-in `order` (from the user comparator's
+    /// [`Comparator::builtin_order`]), so that comparisons skip the trait
+    /// object. Debug builds check the claim at every comparison.
+    pub fn with_internal_order(mut self, order: Option<BuiltinOrder>) -> BlockIter {
+        self.internal_order = order;
+        self
+    }
+
+    #[inline]
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+        let c = match self.internal_order {
+            Some(BuiltinOrder::Bytewise) => compare_internal(&BytewiseComparator, a, b),
+            Some(BuiltinOrder::ReverseBytewise) => {
+                compare_internal(&ReverseBytewiseComparator, a, b)
+            }
+            None => return self.cmp.compare(a, b),
+        };
+        debug_assert_eq!(c, self.cmp.compare(a, b), "internal order claimed wrongly");
+        c
     }
 
     /// The current value as a reference-counted slice of the block (no copy).
@@ -222,7 +255,7 @@ impl BlockIter {
                 self.corrupt(at, "restart entry is malformed or shares a prefix");
                 return None;
             };
-            if self.cmp.compare(&self.data[r], target) == Ordering::Less {
+            if self.compare(&self.data[r], target) == Ordering::Less {
                 left = mid;
             } else {
                 right = mid - 1;
@@ -278,7 +311,7 @@ impl BlockIter {
             return;
         }
         while self.parse_next() {
-            if self.cmp.compare(self.key(), target) != Ordering::Less {
+            if self.compare(self.key(), target) != Ordering::Less {
                 return;
             }
             if self.restart_index > interval {
@@ -308,7 +341,7 @@ impl BlockIter {
             return;
         }
         while self.parse_next() {
-            if self.cmp.compare(self.key(), target) != Ordering::Less {
+            if self.compare(self.key(), target) != Ordering::Less {
                 return;
             }
         }
@@ -344,7 +377,7 @@ impl InternalIterator for BlockIter {
             return;
         }
         while self.parse_next() {
-            if self.cmp.compare(self.key(), target) != Ordering::Less {
+            if self.compare(self.key(), target) != Ordering::Less {
                 return;
             }
         }
@@ -358,7 +391,7 @@ impl InternalIterator for BlockIter {
         if !self.valid() {
             self.seek_to_last();
         }
-        while self.valid() && self.cmp.compare(self.key(), target) == Ordering::Greater {
+        while self.valid() && self.compare(self.key(), target) == Ordering::Greater {
             self.prev();
         }
     }

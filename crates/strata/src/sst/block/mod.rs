@@ -142,6 +142,12 @@ impl Block {
         BlockIter::new(self, cmp)
     }
 
+    /// [`Block::iter`] taking the block: its buffers move into the
+    /// iterator instead of being shared (no reference-count traffic).
+    pub fn into_block_iter(self, cmp: Arc<dyn Comparator>) -> BlockIter {
+        BlockIter::from_block(self, cmp)
+    }
+
     /// The block's bytes, footer included.
     pub fn data(&self) -> &Bytes {
         &self.data
