@@ -61,10 +61,13 @@ impl LevelIterator {
         if self.table.is_some() && self.index == index {
             return;
         }
-        let number = self.version.files(self.level)[index].number;
-        match self.db.table_cache.get(number) {
+        let file = &self.version.files(self.level)[index];
+        let opened = (self.db.table_cache)
+            .get_for(file)
+            .map(|t| t.iter_opt(self.fill_cache));
+        match opened {
             Ok(t) => {
-                self.table = Some(t.iter_opt(self.fill_cache));
+                self.table = Some(t);
                 self.index = index;
             }
             Err(e) => {

@@ -140,7 +140,7 @@ impl DbInner {
             (ucmp.compare(key, f.smallest.user_key()) != Ordering::Less).then_some(f)
         });
         for f in l0.chain(deeper) {
-            let table = self.table_cache.get(f.number)?;
+            let table = self.table_cache.get_for(f)?;
             if let Some(e) = table.get_opt(lookup.encoded(), hash, fill_cache)? {
                 return Ok(match e.kind {
                     ValueKind::Value => Some(DBPinnableSlice {
@@ -165,9 +165,7 @@ impl DbInner {
             children.push(Box::new(m.iter()));
         }
         for f in sv.version.files(0) {
-            children.push(Box::new(
-                self.table_cache.get(f.number)?.iter_opt(fill_cache),
-            ));
+            children.push(Box::new(self.table_cache.get_for(f)?.iter_opt(fill_cache)));
         }
         for level in 1..NUM_LEVELS {
             if sv.version.num_files(level) > 0 {

@@ -10,8 +10,25 @@ use crate::env::FileSystem;
 use crate::error::Result;
 use crate::key::Comparator;
 use crate::sst::TableReader;
+use crate::version::FileMetaData;
 
 use super::filename::table_file_name;
+
+/// A table reader borrowed from a file's metadata or held from the cache.
+pub(crate) enum TableRef<'f> {
+    Pinned(&'f Arc<TableReader>),
+    Owned(Arc<TableReader>),
+}
+
+impl std::ops::Deref for TableRef<'_> {
+    type Target = Arc<TableReader>;
+    fn deref(&self) -> &Arc<TableReader> {
+        match self {
+            TableRef::Pinned(r) => r,
+            TableRef::Owned(r) => r,
+        }
+    }
+}
 
 /// The table cache of one database.
 pub(crate) struct TableCache {
@@ -20,6 +37,9 @@ pub(crate) struct TableCache {
     user_cmp: Arc<dyn Comparator>,
     block_cache: Option<Arc<BlockCache>>,
     readers: LruCache<u64, Arc<TableReader>>,
+    /// No `max_open_files` bound: readers are also kept in their files'
+    /// metadata.
+    unbounded: bool,
 }
 
 impl std::fmt::Debug for TableCache {
@@ -53,6 +73,7 @@ impl TableCache {
             fs,
             user_cmp,
             block_cache,
+            unbounded: max_open_files < 0,
             readers: LruCache::new(
                 capacity,
                 Some(if (0..160).contains(&max_open_files) {
@@ -80,6 +101,22 @@ impl TableCache {
         )?);
         self.readers.insert(number, reader.clone(), 1);
         Ok(reader)
+    }
+
+    /// The reader of `file`: the one kept in its metadata if there is one,
+    /// otherwise from the cache (and then kept in the metadata if the cache
+    /// has no bound).
+    pub(crate) fn get_for<'f>(&self, file: &'f FileMetaData) -> Result<TableRef<'f>> {
+        if let Some(r) = file.reader.get() {
+            return Ok(TableRef::Pinned(r));
+        }
+        let r = self.get(file.number)?;
+        if self.unbounded {
+            // A racing reader may have set it first: both hold the same
+            // cached reader.
+            let _ = file.reader.set(r.clone());
+        }
+        Ok(TableRef::Owned(r))
     }
 
     /// Forgets table `number` (after its file is deleted).

@@ -1,9 +1,11 @@
 //! What a version knows about one table file.
 
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
 
 use super::NewFile;
 use crate::key::InternalKey;
+use crate::sst::TableReader;
 
 /// One table file of a version: its number, size, and the range of internal
 /// keys and sequence numbers it holds. Shared (`Arc`) between every version
@@ -25,6 +27,11 @@ pub struct FileMetaData {
     /// Set while a compaction has the file as an input, so no second
     /// compaction picks it. Not persisted.
     pub being_compacted: AtomicBool,
+    /// The open reader, kept here when the table cache has no bound
+    /// (`max_open_files = -1`), so point lookups skip the cache's lock and
+    /// hash lookup (RocksDB keeps `FileDescriptor::table_reader` for the
+    /// same reason). It closes when the last version holding the file goes.
+    pub(crate) reader: OnceLock<Arc<TableReader>>,
 }
 
 impl FileMetaData {
@@ -45,6 +52,7 @@ impl FileMetaData {
             smallest_seqno,
             largest_seqno,
             being_compacted: AtomicBool::new(false),
+            reader: OnceLock::new(),
         }
     }
 
