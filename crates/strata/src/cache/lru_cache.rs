@@ -44,7 +44,10 @@ struct Shard<K, V> {
 /// an independent LRU under its own `parking_lot::Mutex`, so threads working
 /// on different shards do not contend. Each shard keeps its entries in a
 /// doubly linked recency list stored in a `Vec` slab, indexed by a `HashMap`,
-/// so insert, lookup and eviction are O(1). The capacity is split between
+/// so insert, lookup and eviction are O(1). A hit marks its entry instead of
+/// moving it; eviction gives a marked entry at the LRU end a second chance
+/// (RocksDB's `LRUCache` relinks on every hit; CLOCK-style caches such as its
+/// `HyperClockCache` do not, which is what this follows). The capacity is split between
 /// the shards so that their capacities add up exactly to the total: the total
 /// charge held never exceeds [`capacity`](Self::capacity).
 ///

@@ -24,6 +24,8 @@ struct Node<K, V> {
     newer: usize,
     /// Slot of the next less recently used node, or `NIL` at the LRU end.
     older: usize,
+    /// Read since it was linked or last given a second chance.
+    referenced: bool,
 }
 
 /// An entry taken out of the list.
@@ -87,6 +89,7 @@ impl<K, V> LruList<K, V> {
             charge,
             newer: NIL,
             older: self.mru,
+            referenced: false,
         };
         let slot = match self.free.pop() {
             Some(slot) => {
@@ -124,6 +127,26 @@ impl<K, V> LruList<K, V> {
             key: node.key,
             value: node.value,
         }
+    }
+
+    /// Records a read of the entry in `slot`: it will be given a second
+    /// chance instead of being evicted the next time it is the LRU entry.
+    /// Unlike [`touch`](Self::touch) this writes only the node itself.
+    pub(super) fn mark_referenced(&mut self, slot: usize) {
+        self.node_mut(slot).referenced = true;
+    }
+
+    /// If the entry in `slot` was read since it was linked (or last given a
+    /// second chance), clears that mark, moves it to the MRU end and
+    /// returns true.
+    pub(super) fn second_chance(&mut self, slot: usize) -> bool {
+        let node = self.node_mut(slot);
+        if !node.referenced {
+            return false;
+        }
+        node.referenced = false;
+        self.touch(slot);
+        true
     }
 
     /// Moves the entry in `slot` to the MRU end.

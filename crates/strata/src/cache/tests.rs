@@ -25,7 +25,8 @@ fn evicts_least_recently_used_first() {
         assert!(cache.insert(key, key * 10, 1));
     }
     assert_eq!(cache.keys_mru_to_lru(0), [3, 2, 1]);
-    assert_eq!(cache.get(&1), Some(10)); // 1 becomes the MRU; 2 is now LRU
+    assert_eq!(cache.get(&1), Some(10)); // 1 is marked: it gets a second chance
+    assert_eq!(cache.keys_mru_to_lru(0), [3, 2, 1], "a hit moves nothing");
     assert!(cache.insert(4, 40, 1));
     assert_eq!(cache.get(&2), None);
     assert!(cache.insert(5, 50, 1));
@@ -304,9 +305,11 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// The obvious LRU: a queue of (key, value, charge), most recent first.
+/// The obvious second-chance LRU: a queue of (key, value, charge, read),
+/// most recent first; a hit sets `read`, and eviction moves a read entry at
+/// the back to the front (clearing `read`) instead of dropping it.
 struct Model {
-    entries: VecDeque<(u8, u16, usize)>,
+    entries: VecDeque<(u8, u16, usize, bool)>,
     capacity: usize,
     hits: u64,
     misses: u64,
@@ -314,17 +317,22 @@ struct Model {
 
 impl Model {
     fn usage(&self) -> usize {
-        self.entries.iter().map(|&(_, _, charge)| charge).sum()
+        self.entries.iter().map(|&(_, _, charge, _)| charge).sum()
     }
 
-    fn take(&mut self, key: u8) -> Option<(u8, u16, usize)> {
-        let at = self.entries.iter().position(|&(k, _, _)| k == key)?;
+    fn take(&mut self, key: u8) -> Option<(u8, u16, usize, bool)> {
+        let at = self.entries.iter().position(|&(k, _, _, _)| k == key)?;
         self.entries.remove(at)
     }
 
     fn evict_while_over(&mut self, usage_max: usize) {
         while self.usage() > usage_max || (self.capacity == 0 && !self.entries.is_empty()) {
-            self.entries.pop_back();
+            let Some((key, value, charge, read)) = self.entries.pop_back() else {
+                break;
+            };
+            if read {
+                self.entries.push_front((key, value, charge, false));
+            }
         }
     }
 
@@ -334,26 +342,28 @@ impl Model {
                 self.take(key);
                 if self.capacity > 0 && charge <= self.capacity {
                     self.evict_while_over(self.capacity - charge);
-                    self.entries.push_front((key, value, charge));
+                    self.entries.push_front((key, value, charge, false));
                 }
                 None
             }
             Op::Get(key) => {
-                let found = self.take(key);
+                let found = self.entries.iter_mut().find(|e| e.0 == key);
                 if let Some(entry) = found {
-                    self.entries.push_front(entry);
+                    entry.3 = true;
                     self.hits += 1;
+                    Some(entry.1)
                 } else {
                     self.misses += 1;
+                    None
                 }
-                found.map(|(_, value, _)| value)
             }
             Op::Erase(key) => {
                 self.take(key);
                 None
             }
             Op::EraseIf { modulus, remainder } => {
-                self.entries.retain(|&(k, _, _)| k % modulus != remainder);
+                self.entries
+                    .retain(|&(k, _, _, _)| k % modulus != remainder);
                 None
             }
             Op::SetCapacity(capacity) => {
@@ -396,7 +406,7 @@ proptest! {
             };
             let expected = model.apply(op);
             prop_assert_eq!(got, expected, "step {} {:?}", step, op);
-            let model_keys: Vec<u8> = model.entries.iter().map(|&(key, _, _)| key).collect();
+            let model_keys: Vec<u8> = model.entries.iter().map(|&(key, _, _, _)| key).collect();
             prop_assert_eq!(cache.keys_mru_to_lru(0), model_keys, "step {} {:?}", step, op);
             prop_assert_eq!(cache.usage(), model.usage());
             prop_assert_eq!(cache.len(), model.entries.len());
