@@ -340,3 +340,38 @@ fn compact_range_moves_everything_down() {
         assert_eq!(db.get(format!("k{i:06}")).unwrap().is_some(), i % 2 == 1);
     }
 }
+
+#[test]
+fn keys_around_the_stack_lookup_size_are_found_in_tables() {
+    // The get path builds its lookup key on the stack up to 128 bytes
+    // (120-byte user keys) and on the heap beyond: both sides, in tables.
+    let fs = MemFileSystem::new();
+    let db = DB::open(&small_opts(&fs), "/db").unwrap();
+    let lens = [0usize, 1, 8, 119, 120, 121, 128, 1000, 5000];
+    for (i, &len) in lens.iter().enumerate() {
+        let mut key = vec![b'k'; len];
+        if let Some(last) = key.last_mut() {
+            *last = i as u8;
+        }
+        db.put(&key, format!("v{len}")).unwrap();
+    }
+    db.flush().unwrap();
+    for (i, &len) in lens.iter().enumerate() {
+        let mut key = vec![b'k'; len];
+        if let Some(last) = key.last_mut() {
+            *last = i as u8;
+        }
+        assert_eq!(
+            db.get(&key).unwrap().as_deref(),
+            Some(format!("v{len}").as_bytes()),
+            "key of {len} bytes"
+        );
+        key.push(0);
+        assert_eq!(
+            db.get(&key).unwrap(),
+            None,
+            "absent key of {} bytes",
+            len + 1
+        );
+    }
+}

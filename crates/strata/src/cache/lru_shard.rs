@@ -26,7 +26,7 @@ use super::lru_list::LruList;
 /// A key index and recency list under one capacity. Not thread-safe; the
 /// cache keeps each shard behind its own mutex.
 pub(super) struct LruShard<K, V> {
-    index: HashMap<K, usize>,
+    index: HashMap<K, usize, ahash::RandomState>,
     list: LruList<K, V>,
     capacity: usize,
 }
@@ -59,7 +59,7 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
     /// An empty shard holding entries of total charge at most `capacity`.
     pub(super) fn new(capacity: usize) -> Self {
         LruShard {
-            index: HashMap::new(),
+            index: HashMap::default(),
             list: LruList::new(),
             capacity,
         }

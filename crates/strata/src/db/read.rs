@@ -10,7 +10,7 @@ use bytes::Bytes;
 use crate::error::Result;
 use crate::iter::merging::MergingIterator;
 use crate::iter::InternalIterator;
-use crate::key::{Comparator, InternalKey, SequenceNumber, ValueKind};
+use crate::key::{pack_trailer, Comparator, InternalKey, SequenceNumber, ValueKind, TRAILER_BYTES};
 use crate::memtable::{MemTable, MemTableGet};
 use crate::sst::filter::filter_hash;
 use crate::version::NUM_LEVELS;
@@ -122,7 +122,25 @@ impl DbInner {
                 None => {}
             }
         }
-        let lookup = InternalKey::new(key, seq, ValueKind::FOR_SEEK);
+        // The lookup key is built on the stack when it fits (most keys).
+        let mut stack = [0u8; 128];
+        let heap;
+        let lookup: &[u8] = match stack.get_mut(..key.len() + TRAILER_BYTES) {
+            Some(buf) => {
+                let (user, trailer) = buf.split_at_mut(key.len());
+                user.copy_from_slice(key);
+                trailer.copy_from_slice(&pack_trailer(seq, ValueKind::FOR_SEEK).to_le_bytes());
+                buf
+            }
+            None => {
+                heap = InternalKey::new(key, seq, ValueKind::FOR_SEEK);
+                heap.encoded()
+            }
+        };
+        debug_assert_eq!(
+            lookup,
+            InternalKey::new(key, seq, ValueKind::FOR_SEEK).encoded()
+        );
         let hash = filter_hash(key);
         let ucmp = &*self.user_cmp;
         let v = &sv.version;
@@ -135,13 +153,13 @@ impl DbInner {
                 && ucmp.compare(key, f.largest.user_key()) != Ordering::Greater
         });
         let deeper = (1..NUM_LEVELS).filter_map(|level| {
-            let i = v.find_file(&self.icmp, level, lookup.encoded());
+            let i = v.find_file(&self.icmp, level, lookup);
             let f = v.files(level).get(i)?;
             (ucmp.compare(key, f.smallest.user_key()) != Ordering::Less).then_some(f)
         });
         for f in l0.chain(deeper) {
             let table = self.table_cache.get_for(f)?;
-            if let Some(e) = table.get_opt(lookup.encoded(), hash, fill_cache)? {
+            if let Some(e) = table.get_opt(lookup, hash, fill_cache)? {
                 return Ok(match e.kind {
                     ValueKind::Value => Some(DBPinnableSlice {
                         repr: Repr::Block(e.value),
