@@ -16,7 +16,9 @@
 use std::cmp::Ordering;
 
 use super::TRAILER_BYTES;
-use super::{extract_user_key, BytewiseComparator, Comparator, ReverseBytewiseComparator};
+use super::{
+    extract_user_key, BuiltinOrder, BytewiseComparator, Comparator, ReverseBytewiseComparator,
+};
 
 /// The first 8 bytes of `user_key` as a big-endian integer, zero padded.
 #[inline]
@@ -91,6 +93,26 @@ pub(crate) fn lower_bound_by_prefix<'a, C: PrefixOrder>(
         }
     }
     lo
+}
+
+/// [`lower_bound_by_prefix`] under the built-in `order`, resolved here once
+/// per search; None for a user comparator (no built-in order), whose
+/// callers search full keys through the comparator instead.
+#[inline]
+pub(crate) fn lower_bound_in<'a>(
+    order: Option<BuiltinOrder>,
+    prefixes: &[u64],
+    key_at: impl Fn(usize) -> &'a [u8],
+    ikey: &[u8],
+) -> Option<usize> {
+    Some(match order? {
+        BuiltinOrder::Bytewise => {
+            lower_bound_by_prefix::<BytewiseComparator>(prefixes, key_at, ikey)
+        }
+        BuiltinOrder::ReverseBytewise => {
+            lower_bound_by_prefix::<ReverseBytewiseComparator>(prefixes, key_at, ikey)
+        }
+    })
 }
 
 /// Length of the run of `target` at the start of `prefixes`, whose first

@@ -18,10 +18,8 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
-use crate::key::prefix_search::{key_prefix, lower_bound_by_prefix};
-use crate::key::{
-    extract_user_key, BuiltinOrder, BytewiseComparator, Comparator, ReverseBytewiseComparator,
-};
+use crate::key::prefix_search::{key_prefix, lower_bound_in};
+use crate::key::{extract_user_key, BuiltinOrder, Comparator};
 
 use super::block::Block;
 use super::format::BlockHandle;
@@ -113,16 +111,8 @@ impl IndexArray {
     /// `ikey` (the block that may hold it); `len()` if none is.
     #[inline]
     pub(crate) fn lower_bound(&self, ikey: &[u8]) -> usize {
-        let key_at = |i| self.key(i);
-        let found = match self.order {
-            Some(BuiltinOrder::Bytewise) => {
-                lower_bound_by_prefix::<BytewiseComparator>(&self.prefixes, key_at, ikey)
-            }
-            Some(BuiltinOrder::ReverseBytewise) => {
-                lower_bound_by_prefix::<ReverseBytewiseComparator>(&self.prefixes, key_at, ikey)
-            }
-            None => self.lower_bound_plain(ikey),
-        };
+        let found = lower_bound_in(self.order, &self.prefixes, |i| self.key(i), ikey)
+            .unwrap_or_else(|| self.lower_bound_plain(ikey));
         #[cfg(feature = "invariants")]
         assert_eq!(found, self.lower_bound_plain(ikey), "index prefix search");
         found
@@ -164,7 +154,10 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
-    use crate::key::{InternalKey, InternalKeyComparator, ValueKind};
+    use crate::key::{
+        BytewiseComparator, InternalKey, InternalKeyComparator, ReverseBytewiseComparator,
+        ValueKind,
+    };
     use crate::sst::block::BlockBuilder;
     use crate::sst::index::encode_index_value;
 

@@ -14,8 +14,8 @@ use crate::env::RandomAccessFile;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{
-    extract_user_key, parse_internal_key, BytewiseComparator, Comparator, InternalKeyComparator,
-    SequenceNumber, ValueKind,
+    extract_user_key, parse_internal_key, BuiltinOrder, BytewiseComparator, Comparator,
+    InternalKeyComparator, SequenceNumber, ValueKind,
 };
 use crate::util::coding::Decoder;
 
@@ -43,6 +43,9 @@ pub struct TableReader {
     name: Arc<str>,
     icmp: Arc<dyn Comparator>,
     user_cmp: Arc<dyn Comparator>,
+    /// `user_cmp.builtin_order()`, asked once at open rather than through
+    /// the trait object at every block a lookup reads.
+    order: Option<BuiltinOrder>,
     footer: Footer,
     index: Block,
     /// `index` decoded for point lookups.
@@ -175,6 +178,7 @@ impl TableReader {
             name,
             icmp,
             index_array,
+            order: comparator.builtin_order(),
             user_cmp: comparator,
             footer,
             index,
@@ -200,8 +204,8 @@ impl TableReader {
     }
 
     /// The user comparator's built-in order, if it has one.
-    pub(crate) fn builtin_order(&self) -> Option<crate::key::BuiltinOrder> {
-        self.user_cmp.builtin_order()
+    pub(crate) fn builtin_order(&self) -> Option<BuiltinOrder> {
+        self.order
     }
 
     /// The internal-key comparator ordering the table.
@@ -243,7 +247,7 @@ impl TableReader {
     pub(crate) fn index_iter(&self) -> super::block::BlockIter {
         self.index
             .iter(self.icmp.clone())
-            .with_internal_order(self.user_cmp.builtin_order())
+            .with_internal_order(self.order)
     }
 
     pub(crate) fn decode_index_value<'a>(
@@ -289,7 +293,7 @@ impl TableReader {
             let block = self.read_data_block(handle, fill_cache)?;
             let mut it = block
                 .into_block_iter(self.icmp.clone())
-                .with_internal_order(self.user_cmp.builtin_order());
+                .with_internal_order(self.order);
             // A valid position with another user key proves absence from
             // this and later blocks; invalid means all keys are < lookup.
             it.seek_for_get(lookup, hash);

@@ -32,10 +32,9 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::FileMetaData;
-pub(super) use crate::key::prefix_search::PrefixOrder;
+use crate::key::prefix_search::key_prefix;
 #[cfg(test)]
 use crate::key::prefix_search::{compare_internal, equal_run};
-use crate::key::prefix_search::{key_prefix, lower_bound_by_prefix};
 #[cfg(test)]
 use crate::key::{BytewiseComparator, ReverseBytewiseComparator, TRAILER_BYTES};
 use crate::key::{Comparator, InternalKeyComparator};
@@ -56,18 +55,6 @@ pub(super) fn find_file_plain(
     ikey: &[u8],
 ) -> usize {
     files.partition_point(|f| icmp.compare(f.largest.encoded(), ikey) == Ordering::Less)
-}
-
-/// The prefix search under order `C`: the same index as
-/// [`find_file_plain`] with an internal-key comparator over `C`.
-/// `prefixes` is [`largest_prefixes`] of `files`.
-pub(super) fn find_file_by_prefix<C: PrefixOrder>(
-    files: &[Arc<FileMetaData>],
-    prefixes: &[u64],
-    ikey: &[u8],
-) -> usize {
-    debug_assert_eq!(files.len(), prefixes.len());
-    lower_bound_by_prefix::<C>(prefixes, |i| files[i].largest.encoded(), ikey)
 }
 
 #[cfg(test)]

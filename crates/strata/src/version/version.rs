@@ -16,11 +16,10 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use super::file_search::{self, find_file_by_prefix, largest_prefixes};
+use super::file_search::{self, largest_prefixes};
 use super::{FileMetaData, NUM_LEVELS};
-use crate::key::{
-    BuiltinOrder, BytewiseComparator, Comparator, InternalKeyComparator, ReverseBytewiseComparator,
-};
+use crate::key::prefix_search::lower_bound_in;
+use crate::key::{Comparator, InternalKeyComparator};
 
 /// The table files of every level. Immutable; shared through `Arc`.
 #[derive(Debug, Default)]
@@ -84,15 +83,9 @@ impl Version {
             return 0; // common in the get path, which asks every level
         }
         // The comparator is resolved once here, not at every comparison.
-        let found = match icmp.user_comparator().builtin_order() {
-            Some(BuiltinOrder::Bytewise) => {
-                find_file_by_prefix::<BytewiseComparator>(files, prefixes, ikey)
-            }
-            Some(BuiltinOrder::ReverseBytewise) => {
-                find_file_by_prefix::<ReverseBytewiseComparator>(files, prefixes, ikey)
-            }
-            None => file_search::find_file_plain(icmp, files, ikey),
-        };
+        let order = icmp.user_comparator().builtin_order();
+        let found = lower_bound_in(order, prefixes, |i| files[i].largest.encoded(), ikey)
+            .unwrap_or_else(|| file_search::find_file_plain(icmp, files, ikey));
         #[cfg(feature = "invariants")]
         assert_eq!(
             found,
@@ -256,6 +249,7 @@ impl Version {
     /// comparator claiming an order it does not have would break).
     #[cfg(any(test, feature = "invariants"))]
     fn check_prefixes(&self, icmp: &InternalKeyComparator) -> Result<(), String> {
+        use crate::key::BuiltinOrder;
         for (level, files) in self.files.iter().enumerate().skip(1) {
             let prefixes = &self.largest_prefixes[level];
             if *prefixes != largest_prefixes(files) {

@@ -37,7 +37,9 @@ pub const NUM_BUCKETS_MAX: usize = u16::MAX as usize;
 /// hash too ([`crate::sst::filter::filter_hash`]), so a get hashes its key
 /// once for the filter and every data block it reads.
 pub fn user_key_hash(user_key: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(user_key)
+    // One function, so the two can never drift apart: the get path hands
+    // the filter's hash to the block lookup.
+    crate::sst::filter::filter_hash(user_key)
 }
 
 /// The bucket of `hash` in a table of `num_buckets` (>= 1) buckets.
