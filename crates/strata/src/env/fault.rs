@@ -497,7 +497,19 @@ impl FileSystem for FaultInjectionFileSystem {
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         let mut st = self.lock_state();
         self.check(&mut st, FileOp::Rename, &[from, to], None)?;
-        let inode = self.tracked(&mut st.ns, from)?;
+        let Some(inode) = self.tracked(&mut st.ns, from)? else {
+            // Not a file: a directory, which this model does not track, or
+            // nothing. Refused before anything changes.
+            let e = if self.inner.is_dir(from) {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "a directory: the fault-injecting file system renames files only",
+                )
+            } else {
+                std::io::Error::from(std::io::ErrorKind::NotFound)
+            };
+            return Err(Error::io(format!("rename {}", display(from)), e));
+        };
         self.tracked(&mut st.ns, to)?;
         let saved = self.save_if_referenced(&st.ns, to)?;
         self.inner.rename(from, to)?;
@@ -507,7 +519,6 @@ impl FileSystem for FaultInjectionFileSystem {
                 inode.orphan = Some(bytes);
             }
         }
-        let inode = inode.expect("rename succeeded, so its source existed");
         let (from_dir, to_dir) = (parent(from), parent(to));
         if from_dir == to_dir {
             let change = vec![(from.to_owned(), None), (to.to_owned(), Some(inode))];

@@ -26,9 +26,6 @@ impl PosixFileSystem {
 
 /// Paths locked by this process: OS locks (`flock`) are per open file
 /// description, so two opens in one process must be caught here.
-/// Retries (5 ms apart) of a lock held outside this process's lock table.
-const LOCK_RETRIES: u32 = 40;
-
 fn locked_paths() -> &'static Mutex<HashSet<PathBuf>> {
     static LOCKED: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
     LOCKED.get_or_init(|| Mutex::new(HashSet::new()))
@@ -133,14 +130,18 @@ impl RandomAccessFile for PosixRandomAccessFile {
 #[derive(Debug)]
 struct PosixFileLock {
     path: PathBuf,
-    _file: File,
+    file: File,
 }
 
 impl FileLock for PosixFileLock {}
 
 impl Drop for PosixFileLock {
     fn drop(&mut self) {
-        // The OS lock goes with the file descriptor.
+        // Unlock explicitly rather than leave it to closing the descriptor:
+        // a child forked by another thread of this process holds a copy of
+        // the descriptor until it execs, and with it the lock. An unlock
+        // releases the open file description's lock for every copy.
+        let _ = self.file.unlock();
         if let Ok(mut set) = locked_paths().lock() {
             set.remove(&self.path);
         }
@@ -260,31 +261,15 @@ impl FileSystem for PosixFileSystem {
                 return Err(io_err("open lock file", path, e));
             }
         };
-        // A child process forked by another thread of this process holds a
-        // copy of every descriptor (and so of a just-released flock) until
-        // it execs; retry briefly before calling the lock held by someone
-        // else. A real holder still holds it after the retries.
-        let mut attempts = 0;
-        loop {
-            match file.try_lock() {
-                Ok(()) => {
-                    return Ok(Box::new(PosixFileLock {
-                        path: key,
-                        _file: file,
-                    }))
-                }
-                Err(std::fs::TryLockError::WouldBlock) if attempts < LOCK_RETRIES => {
-                    attempts += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    release(&key);
-                    return Err(busy());
-                }
-                Err(std::fs::TryLockError::Error(e)) => {
-                    release(&key);
-                    return Err(io_err("lock", path, e));
-                }
+        match file.try_lock() {
+            Ok(()) => Ok(Box::new(PosixFileLock { path: key, file })),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                release(&key);
+                Err(busy())
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                release(&key);
+                Err(io_err("lock", path, e))
             }
         }
     }

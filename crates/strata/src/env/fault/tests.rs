@@ -300,3 +300,15 @@ fn power_loss_over_the_posix_file_system() {
     assert!(!b.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn renaming_a_directory_or_nothing_is_an_error_not_a_panic() {
+    let (fs, dir) = mem();
+    let sub = dir.join("sub");
+    fs.create_dir_all(&sub).unwrap();
+    let err = fs.rename(&sub, &dir.join("moved")).unwrap_err();
+    assert!(err.to_string().contains("directory"), "{err}");
+    assert!(fs.is_dir(&sub), "nothing was renamed");
+    assert!(fs.rename(&dir.join("missing"), &dir.join("b")).is_err());
+    assert!(!fs.exists(&dir.join("b")));
+}
