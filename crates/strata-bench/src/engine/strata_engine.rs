@@ -8,7 +8,9 @@ use strata::{
     WriteBatch, WriteOptions, DB,
 };
 
-use super::{Batch, BatchEntry, Compression, Engine, EngineConfig, EngineIterator, WriteMode};
+use super::{
+    batch_capacity, Batch, BatchEntry, Compression, Engine, EngineConfig, EngineIterator, WriteMode,
+};
 use crate::error::{Error, Result};
 
 const NAME: &str = "strata";
@@ -125,6 +127,13 @@ pub fn destroy(cfg: &EngineConfig, path: &Path) -> Result<()> {
         .map_err(|e| Error::engine(NAME, format!("destroy {}: {e}", path.display())))
 }
 
+fn write_options(mode: WriteMode) -> WriteOptions {
+    let mut wo = WriteOptions::new();
+    wo.set_sync(mode.sync);
+    wo.disable_wal(mode.disable_wal);
+    wo
+}
+
 fn err(e: strata::Error) -> Error {
     Error::engine(NAME, e)
 }
@@ -135,17 +144,20 @@ impl Engine for StrataEngine {
     }
 
     fn write(&self, batch: &Batch, mode: WriteMode) -> Result<()> {
-        let mut b = WriteBatch::with_capacity_bytes(batch.data_bytes() + 8 * batch.len());
+        let mut b = WriteBatch::with_capacity_bytes(batch_capacity(batch));
         for e in batch.iter() {
             match e {
                 BatchEntry::Put(k, v) => b.put(k, v),
                 BatchEntry::Delete(k) => b.delete(k),
             }
         }
-        let mut wo = WriteOptions::new();
-        wo.set_sync(mode.sync);
-        wo.disable_wal(mode.disable_wal);
-        self.db.write_opt(b, &wo).map_err(err)
+        self.db.write_opt(b, &write_options(mode)).map_err(err)
+    }
+
+    fn put(&self, key: &[u8], value: &[u8], mode: WriteMode) -> Result<()> {
+        self.db
+            .put_opt(key, value, &write_options(mode))
+            .map_err(err)
     }
 
     fn get(&self, key: &[u8], found: &mut dyn FnMut(&[u8])) -> Result<bool> {
