@@ -86,6 +86,21 @@ impl Shape {
     pub fn slots(&self) -> u32 {
         self.keys + self.groups
     }
+
+    /// Checks that the key names can express the shape (`k` + 8 digits,
+    /// `g` + 6 digits + `/` + 2 digits) and that it has at least one key,
+    /// which also keeps [`slots`](Self::slots) far from overflowing.
+    pub fn check(&self) -> Result<(), String> {
+        if !(1..100_000_000).contains(&self.keys)
+            || self.groups >= 1_000_000
+            || !(1..=99).contains(&self.group_size)
+        {
+            return Err(format!(
+                "bad key space {self:?}: keys 1..10^8, groups below 10^6, group size 1..=99"
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The expected-state file, open for reading and updating.
@@ -161,6 +176,9 @@ impl ExpectedState {
             groups: u32_at(16),
             group_size: u32_at(20),
         };
+        shape
+            .check()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         let want = HEADER_BYTES as usize + 8 * shape.slots() as usize;
         if bytes.len() != want {
             return Err(format!(
@@ -307,14 +325,21 @@ impl ExpectedState {
         }
         // A record torn by the kill (the file grows 8 bytes at a time) is
         // ignored: its write was never issued.
+        let slots = self.shape.slots();
         let records = bytes
             .chunks_exact(8)
             .map(|c| {
                 let slot = u32::from_le_bytes(c[0..4].try_into().unwrap());
                 let state = KeyState(u32::from_le_bytes(c[4..8].try_into().unwrap()));
-                (slot & !LAST_IN_BATCH, state, slot & LAST_IN_BATCH != 0)
+                match slot & !LAST_IN_BATCH {
+                    s if s < slots => Ok((s, state, slot & LAST_IN_BATCH != 0)),
+                    s => Err(format!(
+                        "{} names slot {s}; the key space has {slots}",
+                        path.display()
+                    )),
+                }
             })
-            .collect();
+            .collect::<Result<_, String>>()?;
         Ok(Some((base, records)))
     }
 
@@ -360,5 +385,66 @@ impl History {
     /// Records appended so far.
     pub fn len(&self) -> u64 {
         self.records
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_the_key_names_cannot_express_are_refused() {
+        let ok = Shape {
+            keys: 10,
+            groups: 2,
+            group_size: 3,
+        };
+        assert!(ok.check().is_ok());
+        for bad in [
+            Shape { keys: 0, ..ok },
+            Shape {
+                keys: 100_000_000,
+                ..ok
+            },
+            Shape {
+                keys: u32::MAX,
+                groups: u32::MAX,
+                ..ok
+            },
+            Shape {
+                groups: 1_000_000,
+                ..ok
+            },
+            Shape {
+                group_size: 0,
+                ..ok
+            },
+            Shape {
+                group_size: 100,
+                ..ok
+            },
+        ] {
+            assert!(bad.check().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_history_record_outside_the_key_space_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("strata-expected-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("state");
+        let shape = Shape {
+            keys: 3,
+            groups: 1,
+            group_size: 2,
+        };
+        let state = ExpectedState::open_or_create(&path, shape).unwrap();
+        drop(state.start_history().unwrap());
+        let mut record = 99u32.to_le_bytes().to_vec();
+        record.extend_from_slice(&0u32.to_le_bytes());
+        std::fs::write(state.history_path(), &record).unwrap();
+        let err = state.read_history().unwrap_err();
+        assert!(err.contains("slot 99"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -85,10 +85,7 @@ pub fn shape(flags: &Flags) -> Result<Shape, String> {
         groups: flags.get("groups", 100)?,
         group_size: flags.get("group_size", 5)?,
     };
-    if shape.keys == 0 || shape.group_size == 0 || shape.group_size > 99 || shape.slots() >= 1 << 31
-    {
-        return Err(format!("bad key space {shape:?}"));
-    }
+    shape.check()?;
     Ok(shape)
 }
 
