@@ -293,3 +293,14 @@ fn binary_reports_unknown_flags_with_a_suggestion() {
     assert!(help.status.success());
     assert!(String::from_utf8_lossy(&help.stdout).contains("--compression_ratio"));
 }
+
+#[test]
+fn use_existing_db_without_db_is_a_usage_error() {
+    let mut out = Vec::new();
+    let a = args(&["--benchmarks=readrandom", "--use_existing_db=1", "--num=10"]);
+    let err = strata_bench::run(&a, &mut out).unwrap_err();
+    assert!(
+        err.to_string().contains("--use_existing_db=1 needs --db"),
+        "{err}"
+    );
+}

@@ -89,7 +89,7 @@ impl DbDir {
             .tempdir_in(&parent)?;
         Ok(DbDir::Temp {
             dir,
-            keep: flags.keep_db || flags.use_existing_db,
+            keep: flags.keep_db,
         })
     }
 
@@ -129,6 +129,9 @@ impl std::fmt::Debug for Runner<'_> {
 
 fn check_flags(f: &Flags) -> Result<()> {
     let bad = |m: String| Err(Error::Usage(m));
+    if f.use_existing_db && f.db.is_empty() {
+        return bad("--use_existing_db=1 needs --db: without it the tool makes a fresh, empty temporary database".into());
+    }
     if f.num <= 0 {
         return bad(format!("--num must be positive, got {}", f.num));
     }

@@ -108,16 +108,7 @@ impl StrataEngine {
             .map_err(|e| Error::engine(NAME, format!("open {}: {e}", path.display())))?;
         let mut read_options = ReadOptions::default();
         read_options.set_verify_checksums(cfg.verify_checksum);
-        let engine = StrataEngine { db, read_options };
-        // Strata versions whose option setter is still a no-op have no
-        // `base-level` property (the level L0 compacts into, which dynamic
-        // sizing moves): refuse the flag there rather than ignore it.
-        if cfg.level_compaction_dynamic_level_bytes && engine.property("base-level")?.is_none() {
-            return Err(Error::Unsupported(
-                "--level_compaction_dynamic_level_bytes=1 with --engine=strata: this Strata sizes levels statically".into(),
-            ));
-        }
-        Ok(engine)
+        Ok(StrataEngine { db, read_options })
     }
 }
 
