@@ -5,7 +5,6 @@
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 use rand::rngs::StdRng;
@@ -14,8 +13,7 @@ use rand::{Rng, SeedableRng};
 use super::*;
 use crate::db::filename::{current_file_name, manifest_file_name};
 use crate::env::{
-    read_file_to_vec, FileLock, FileSystem, MemFileSystem, RandomAccessFile, SequentialFile,
-    WritableFile,
+    read_file_to_vec, FaultInjectionFileSystem, FaultRule, FileOp, FileSystem, MemFileSystem,
 };
 use crate::error::{Error, Result};
 use crate::key::{
@@ -443,113 +441,28 @@ fn large_manifest_rolls_to_a_new_one() {
     assert_eq!(state(&recover(&fs).unwrap()), before);
 }
 
-/// A file system whose manifest syncs fail while `fail` is set (the bytes
-/// are appended first, as when a disk write succeeds and the flush fails).
-#[derive(Debug, Clone)]
-struct FailingManifestSync {
-    inner: MemFileSystem,
-    fail: Arc<AtomicBool>,
-}
-
-#[derive(Debug)]
-struct FailingFile {
-    inner: Box<dyn WritableFile>,
-    fail: Arc<AtomicBool>,
-}
-
-impl WritableFile for FailingFile {
-    fn append(&mut self, data: &[u8]) -> Result<()> {
-        self.inner.append(data)
-    }
-    fn flush(&mut self) -> Result<()> {
-        self.inner.flush()
-    }
-    fn sync(&mut self) -> Result<()> {
-        if self.fail.load(AtomicOrdering::SeqCst) {
-            let e = std::io::Error::other("injected sync failure");
-            return Err(Error::io("sync manifest", e));
-        }
-        self.inner.sync()
-    }
-    fn size(&self) -> u64 {
-        self.inner.size()
-    }
-}
-
-impl FileSystem for FailingManifestSync {
-    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        let inner = self.inner.create(path)?;
-        let name = path.file_name().unwrap_or_default().to_string_lossy();
-        if !name.starts_with("MANIFEST-") {
-            return Ok(inner);
-        }
-        let fail = self.fail.clone();
-        Ok(Box::new(FailingFile { inner, fail }))
-    }
-    fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        self.inner.open_append(path)
-    }
-    fn open_sequential(&self, path: &Path) -> Result<Box<dyn SequentialFile>> {
-        self.inner.open_sequential(path)
-    }
-    fn open_random_access(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        self.inner.open_random_access(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> Result<()> {
-        self.inner.remove(path)
-    }
-    fn list(&self, dir: &Path) -> Result<Vec<String>> {
-        self.inner.list(dir)
-    }
-    fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        self.inner.create_dir_all(dir)
-    }
-    fn remove_dir(&self, dir: &Path) -> Result<()> {
-        self.inner.remove_dir(dir)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.inner.exists(path)
-    }
-    fn is_dir(&self, path: &Path) -> bool {
-        self.inner.is_dir(path)
-    }
-    fn file_size(&self, path: &Path) -> Result<u64> {
-        self.inner.file_size(path)
-    }
-    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
-        self.inner.lock(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> Result<()> {
-        self.inner.sync_dir(dir)
-    }
-}
-
 #[test]
 fn failed_manifest_sync_installs_nothing_and_next_edit_rolls() {
+    // Manifest syncs fail while the rule is in place (the bytes are
+    // appended first, as when a disk write succeeds and the flush fails).
     let mem = MemFileSystem::new();
-    let fs = FailingManifestSync {
-        inner: mem.clone(),
-        fail: Arc::new(AtomicBool::new(false)),
-    };
-    let mut vs = VersionSet::create_new(Arc::new(fs.clone()), dir(), icmp()).unwrap();
+    let fs = Arc::new(FaultInjectionFileSystem::new(Arc::new(mem.clone())));
+    let mut vs = VersionSet::create_new(fs.clone(), dir(), icmp()).unwrap();
     let before = vs.current();
     let n = vs.new_file_number();
     let mut failed = VersionEdit::new();
     failed.add_file(1, n, 10, ikey(b"a", 0), ikey(b"b", 0), 0, 0);
-    fs.fail.store(true, AtomicOrdering::SeqCst);
+    fs.inject(FaultRule::new(&[FileOp::Sync]).path_contains("MANIFEST-"));
     let err = vs.log_and_apply(&mut failed).unwrap_err();
-    assert!(err.to_string().contains("injected sync failure"), "{err}");
+    assert!(err.to_string().contains("injected I/O error"), "{err}");
     assert!(Arc::ptr_eq(&before, &vs.current()), "version installed");
     // Still failing: a new manifest is tried and fails too; CURRENT stays.
     let err = vs.log_and_apply(&mut VersionEdit::new()).unwrap_err();
-    assert!(err.to_string().contains("injected sync failure"), "{err}");
+    assert!(err.to_string().contains("injected I/O error"), "{err}");
     let current = read_file_to_vec(&mem, &current_file_name(dir())).unwrap();
     assert_eq!(current, b"MANIFEST-000001\n");
 
-    fs.fail.store(false, AtomicOrdering::SeqCst);
+    fs.clear_faults();
     let m = vs.new_file_number();
     let mut ok = VersionEdit::new();
     ok.add_file(2, m, 10, ikey(b"c", 0), ikey(b"d", 0), 0, 0);
@@ -562,7 +475,7 @@ fn failed_manifest_sync_installs_nothing_and_next_edit_rolls() {
     let after = state(&vs);
     assert_eq!(vs.live_files(), HashSet::from([m]));
     drop(vs);
-    let recovered = VersionSet::recover(Arc::new(fs), dir(), icmp()).unwrap();
+    let recovered = VersionSet::recover(fs, dir(), icmp()).unwrap();
     assert_eq!(state(&recovered), after, "the failed edit is not replayed");
 }
 
