@@ -136,8 +136,16 @@ where
     /// A clone of the value cached for `key`, which becomes the most recently
     /// used entry of its shard. Counts a hit or a miss.
     pub fn get(&self, key: &K) -> Option<V> {
+        self.get_with(key, |_| {})
+    }
+
+    /// [`LruCache::get`], calling `on_hit` with the cached value before it
+    /// is cloned (under the shard's lock, so it must be short). A reader
+    /// uses it to start loading the parts of the value it will read, so
+    /// that their cache misses overlap the clone's.
+    pub fn get_with(&self, key: &K, on_hit: impl FnOnce(&V)) -> Option<V> {
         let shard = self.shard(key);
-        let value = shard.lru.lock().get(key);
+        let value = shard.lru.lock().get_with(key, on_hit);
         let counter = if value.is_some() {
             &shard.hits
         } else {

@@ -94,10 +94,13 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
     }
 
     /// A clone of the value for `key`, which is marked as read.
-    pub(super) fn get(&mut self, key: &K) -> Option<V> {
+    pub(super) fn get_with(&mut self, key: &K, on_hit: impl FnOnce(&V)) -> Option<V> {
         let slot = *self.index.get(key)?;
+        let value = self.list.value(slot);
+        on_hit(value);
+        let value = value.clone();
         self.list.mark_referenced(slot);
-        Some(self.list.value(slot).clone())
+        Some(value)
     }
 
     /// Removes and returns the entry for `key`.

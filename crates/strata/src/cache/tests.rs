@@ -420,3 +420,14 @@ proptest! {
 fn capacity_admits(model: &Model, charge: usize) -> bool {
     model.capacity > 0 && charge <= model.capacity
 }
+
+#[test]
+fn get_with_shows_the_value_on_a_hit_only() {
+    let cache = one_shard(100);
+    cache.insert(1, 10, 1);
+    let mut seen = Vec::new();
+    assert_eq!(cache.get_with(&1, |v| seen.push(*v)), Some(10));
+    assert_eq!(cache.get_with(&2, |v| seen.push(*v)), None);
+    assert_eq!(seen, [10]);
+    assert_eq!((cache.hits(), cache.misses()), (1, 1));
+}

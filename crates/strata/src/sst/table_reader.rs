@@ -236,6 +236,30 @@ impl TableReader {
                 return Ok(block);
             }
         }
+        self.read_data_block_uncached(handle, fill_cache)
+    }
+
+    /// [`TableReader::read_data_block`] for a point lookup of a user key
+    /// with `hash`: on a cache hit, the lines the lookup reads first start
+    /// loading before the block is cloned ([`Block::prefetch_for_get`]).
+    fn read_data_block_for_get(
+        &self,
+        handle: BlockHandle,
+        fill_cache: bool,
+        hash: u64,
+    ) -> Result<Block> {
+        if let Some((cache, id)) = &self.cache {
+            let hit = cache.get_with(&(*id, handle.offset), |block| {
+                block.prefetch_for_get(hash);
+            });
+            if let Some(block) = hit {
+                return Ok(block);
+            }
+        }
+        self.read_data_block_uncached(handle, fill_cache)
+    }
+
+    fn read_data_block_uncached(&self, handle: BlockHandle, fill_cache: bool) -> Result<Block> {
         let data = read_block(&*self.file, &self.name, handle)?;
         let block = Block::new(data, self.name.clone(), handle.offset)?;
         if let (Some((cache, id)), true) = (&self.cache, fill_cache) {
@@ -290,7 +314,7 @@ impl TableReader {
         // comparators whose separators are not that tight.
         for i in self.index_array.lower_bound(lookup)..self.index_array.len() {
             let handle = self.index_array.handle(i);
-            let block = self.read_data_block(handle, fill_cache)?;
+            let block = self.read_data_block_for_get(handle, fill_cache, hash)?;
             let mut it = block
                 .into_block_iter(self.icmp.clone())
                 .with_internal_order(self.order);

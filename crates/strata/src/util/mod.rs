@@ -1,4 +1,6 @@
-//! Small pieces shared by every format: integer coding and checksums.
+//! Small pieces shared by every format: integer coding, checksums and
+//! prefetch hints.
 
 pub mod coding;
 pub mod crc;
+pub mod prefetch;

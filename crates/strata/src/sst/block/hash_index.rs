@@ -173,9 +173,15 @@ impl HashIndex {
         Ok((index, buckets_offset))
     }
 
+    /// The offset in the block of the bucket `hash` falls in.
+    #[inline]
+    pub fn bucket_offset(&self, hash: u64) -> usize {
+        self.buckets_offset + bucket_of(hash, self.num_buckets)
+    }
+
     /// The bucket `hash` falls in, and its offset in the block.
     pub fn lookup(&self, data: &[u8], hash: u64) -> (u8, usize) {
-        let at = self.buckets_offset + bucket_of(hash, self.num_buckets);
+        let at = self.bucket_offset(hash);
         // Always in range for a decoded index; a miss would only send the
         // lookup to binary search.
         (data.get(at).copied().unwrap_or(BUCKET_COLLISION), at)
