@@ -26,7 +26,12 @@ pub fn prefetch_at(bytes: &[u8], at: usize) {
 /// `max_lines` of them (from the start). Out-of-range parts are skipped.
 #[inline]
 pub fn prefetch_range(bytes: &[u8], start: usize, end: usize, max_lines: usize) {
-    for at in line_offsets(bytes.as_ptr() as usize, start, end.min(bytes.len()), max_lines) {
+    for at in line_offsets(
+        bytes.as_ptr() as usize,
+        start,
+        end.min(bytes.len()),
+        max_lines,
+    ) {
         prefetch_at(bytes, at);
     }
 }

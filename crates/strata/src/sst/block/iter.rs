@@ -18,7 +18,7 @@ use crate::key::{
     extract_user_key, BuiltinOrder, BytewiseComparator, Comparator, ReverseBytewiseComparator,
 };
 use crate::util::coding::{decode_fixed32, decode_varint32};
-use crate::util::prefetch::{prefetch_range, CACHE_LINE};
+use crate::util::prefetch::{prefetch_at, prefetch_range, CACHE_LINE};
 
 use super::hash_index::{HashIndex, BUCKET_COLLISION, BUCKET_EMPTY};
 use super::Block;
@@ -259,6 +259,16 @@ impl BlockIter {
         prefetch_range(&self.data, start, end, INTERVAL_PREFETCH_LINES);
     }
 
+    /// Asks the CPU for the line of the entry at restart point `index`.
+    #[inline]
+    fn prefetch_restart_key(&self, index: u32) {
+        if index < self.num_restarts {
+            if let Some(point) = self.restart_point(index) {
+                prefetch_at(&self.data, point);
+            }
+        }
+    }
+
     /// The whole key stored at restart point `index`.
     fn restart_key(&self, index: u32) -> Option<Range<usize>> {
         let point = self.restart_point(index)?;
@@ -271,6 +281,10 @@ impl BlockIter {
         let (mut left, mut right) = (0u32, self.num_restarts - 1);
         while left < right {
             let mid = left + (right - left).div_ceil(2);
+            // Both restart keys the next step may compare start loading
+            // while this one's arrives.
+            self.prefetch_restart_key(mid + (right - mid).div_ceil(2));
+            self.prefetch_restart_key(left + (mid - 1 - left).div_ceil(2));
             let Some(r) = self.restart_key(mid) else {
                 let at = self.restart_point(mid).unwrap_or(self.restarts_offset);
                 self.corrupt(at, "restart entry is malformed or shares a prefix");
