@@ -16,9 +16,11 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use strata::DB;
+
 use crate::expected::ExpectedState;
 use crate::flags::Flags;
-use crate::run::shape;
+use crate::run::{db_options, shape};
 use crate::verify::verify_after_crash;
 
 /// Totals of a crash test.
@@ -71,6 +73,13 @@ pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, String> {
     if flags.get::<String>("sync", String::new())?.is_empty() {
         child_flags.set("sync", 1);
     }
+    // The database and the expected state exist before the first child:
+    // a child killed before it made them leaves something to verify, and
+    // bad database or key-space flags fail here, once, not in every child.
+    let shape = shape(&child_flags)?;
+    ExpectedState::open_or_create(&expected, shape)?;
+    DB::open(&db_options(&child_flags)?, &db)
+        .map_err(|e| format!("create {}: {e}", db.display()))?;
     let mut rng = StdRng::seed_from_u64(seed);
     let mut stats = CrashTestStats::default();
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
@@ -122,7 +131,7 @@ pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, String> {
             .map_err(|e| format!("cycle {cycle}: after kill: {e}"))?;
         stats.keys_verified_after_kill += verified;
         stats.cycles += 1;
-        let (ops, reads) = ExpectedState::open_or_create(&expected, shape(flags)?)?.counters();
+        let (ops, reads) = ExpectedState::open_existing(&expected, shape)?.counters();
         println!(
             "cycle {cycle}: {} after {} ms; {ops} ops and {reads} reads verified so far; {verified} keys verified",
             if killed { "killed" } else { "finished" },

@@ -22,6 +22,10 @@
 //! state : u32`, in the order the writes were applied) and `expected.base`
 //! (the slots when the history began). `history_floor` counts the records
 //! a successful explicit flush has made durable.
+//!
+//! Whole files (`expected` when created, `expected.base`) are written under
+//! a temporary name, synced and renamed, so a kill never leaves half of
+//! one. A history exists iff its base does; the base is written last.
 
 use std::fs::{File, OpenOptions};
 use std::io::Read;
@@ -121,26 +125,44 @@ impl ExpectedState {
     /// Fails if it exists with another shape.
     pub fn open_or_create(path: &Path, shape: Shape) -> Result<ExpectedState, String> {
         if !path.exists() {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(|e| io_context("create", dir, e))?;
-            }
-            let file = File::create(path).map_err(|e| io_context("create", path, e))?;
-            let mut header = vec![0u8; HEADER_BYTES as usize];
-            header[0..8].copy_from_slice(&MAGIC.to_le_bytes());
-            header[8..12].copy_from_slice(&VERSION.to_le_bytes());
-            header[12..16].copy_from_slice(&shape.keys.to_le_bytes());
-            header[16..20].copy_from_slice(&shape.groups.to_le_bytes());
-            header[20..24].copy_from_slice(&shape.group_size.to_le_bytes());
-            let empty = Slot {
-                acked: KeyState::INITIAL,
-                pending: None,
-            };
-            for _ in 0..shape.slots() {
-                header.extend_from_slice(&empty.pack().to_le_bytes());
-            }
-            file.write_all_at(&header, 0)
-                .map_err(|e| io_context("write", path, e))?;
-            file.sync_all().map_err(|e| io_context("sync", path, e))?;
+            Self::create(path, shape)?;
+        }
+        Self::open_existing(path, shape)
+    }
+
+    /// Writes a new file of `shape` at `path`: whole under a temporary name,
+    /// synced, then renamed, so that a kill leaves either no file or a
+    /// complete one (a half-written file would fail every later open).
+    fn create(path: &Path, shape: Shape) -> Result<(), String> {
+        shape.check()?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| io_context("create", dir, e))?;
+        }
+        let mut bytes = vec![0u8; HEADER_BYTES as usize];
+        bytes[0..8].copy_from_slice(&MAGIC.to_le_bytes());
+        bytes[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        bytes[12..16].copy_from_slice(&shape.keys.to_le_bytes());
+        bytes[16..20].copy_from_slice(&shape.groups.to_le_bytes());
+        bytes[20..24].copy_from_slice(&shape.group_size.to_le_bytes());
+        let empty = Slot {
+            acked: KeyState::INITIAL,
+            pending: None,
+        };
+        for _ in 0..shape.slots() {
+            bytes.extend_from_slice(&empty.pack().to_le_bytes());
+        }
+        write_atomically(path, &bytes)
+    }
+
+    /// Opens the existing file at `path` and checks that it describes
+    /// `shape`. A missing file is an error: `verify` must not make up an
+    /// empty expected state for a database that has one elsewhere.
+    pub fn open_existing(path: &Path, shape: Shape) -> Result<ExpectedState, String> {
+        if !path.exists() {
+            return Err(format!(
+                "{} does not exist: pass the --expected file of the runs that wrote the database",
+                path.display()
+            ));
         }
         let state = Self::open(path)?;
         if state.shape != shape {
@@ -289,20 +311,39 @@ impl ExpectedState {
     }
 
     /// Starts a new history: the slots now become its base.
+    ///
+    /// Safe against a kill at any point, before any write of the run is
+    /// issued: the floor and an empty history come first, and the base
+    /// appears last, whole, by a rename. Until it does there is no history
+    /// (the base's absence means none), so `verify` checks the slots, which
+    /// no write has changed yet.
     pub fn start_history(&self) -> Result<History, String> {
-        let base: Vec<u8> = (0..self.shape.slots())
-            .flat_map(|s| self.get(s).acked.0.to_le_bytes())
-            .collect();
         let base_path = self.base_path();
-        std::fs::write(&base_path, base).map_err(|e| io_context("write", &base_path, e))?;
+        if self.has_history() {
+            // Starting another would lose it.
+            return Err(format!(
+                "{} holds a history `verify` has not folded in: run `verify` first",
+                base_path.display()
+            ));
+        }
         self.set_history_floor(0);
         let path = self.history_path();
         let file = File::create(&path).map_err(|e| io_context("create", &path, e))?;
+        let base: Vec<u8> = (0..self.shape.slots())
+            .flat_map(|s| self.get(s).acked.0.to_le_bytes())
+            .collect();
+        write_atomically(&base_path, &base)?;
         Ok(History {
             path,
             file,
             records: 0,
         })
+    }
+
+    /// Whether a history was started and not yet folded in by `verify`
+    /// (its base exists).
+    pub fn has_history(&self) -> bool {
+        self.base_path().exists()
     }
 
     /// The base and the records of the history, if one was started.
@@ -311,7 +352,7 @@ impl ExpectedState {
         &self,
     ) -> Result<Option<(Vec<KeyState>, Vec<(u32, KeyState, bool)>)>, String> {
         let (base_path, path) = (self.base_path(), self.history_path());
-        if !base_path.exists() {
+        if !self.has_history() {
             return Ok(None);
         }
         let base = std::fs::read(&base_path).map_err(|e| io_context("read", &base_path, e))?;
@@ -353,6 +394,27 @@ impl ExpectedState {
         self.set_history_floor(0);
         Ok(())
     }
+}
+
+/// Writes `bytes` to `path` through a synced temporary file and a rename,
+/// then syncs the directory: after a kill or a power cut `path` holds the
+/// old contents (or nothing) or all of `bytes`.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let mut tmp_name = path.as_os_str().to_owned();
+    tmp_name.push(".tmp");
+    let tmp = PathBuf::from(tmp_name);
+    let file = File::create(&tmp).map_err(|e| io_context("create", &tmp, e))?;
+    file.write_all_at(bytes, 0)
+        .map_err(|e| io_context("write", &tmp, e))?;
+    file.sync_all().map_err(|e| io_context("sync", &tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| io_context("rename", &tmp, e))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_context("sync", dir, e))
 }
 
 /// The write order of a `--disable_wal` run.
@@ -426,6 +488,82 @@ mod tests {
         ] {
             assert!(bad.check().is_err(), "{bad:?}");
         }
+    }
+
+    fn scratch_dir(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("strata-expected-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    const SHAPE: Shape = Shape {
+        keys: 3,
+        groups: 1,
+        group_size: 2,
+    };
+
+    #[test]
+    fn a_file_half_written_by_a_killed_create_is_never_the_state() {
+        let dir = scratch_dir("create");
+        let path = dir.join("state");
+        // What a kill inside `create` can leave: a partial temporary file.
+        std::fs::write(dir.join("state.tmp"), b"STRESS").unwrap();
+        let state = ExpectedState::open_or_create(&path, SHAPE).unwrap();
+        assert_eq!(
+            state.get(0),
+            Slot {
+                acked: KeyState::INITIAL,
+                pending: None
+            }
+        );
+        assert!(
+            !dir.join("state.tmp").exists(),
+            "the rename consumed the temporary file"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn verify_refuses_a_missing_file() {
+        let dir = scratch_dir("missing");
+        let err = ExpectedState::open_existing(&dir.join("state"), SHAPE).unwrap_err();
+        assert!(err.contains("does not exist"), "{err}");
+        assert!(!dir.join("state").exists(), "nothing made up");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_history_starts_whole_or_not_at_all() {
+        let dir = scratch_dir("history");
+        let state = ExpectedState::open_or_create(&dir.join("state"), SHAPE).unwrap();
+        state.set(
+            1,
+            Slot {
+                acked: KeyState(7),
+                pending: None,
+            },
+        );
+        // A kill after the empty history was created and before the base
+        // was renamed into place: no history, the slots stand.
+        std::fs::write(state.history_path(), b"").unwrap();
+        std::fs::write(dir.join("state.base.tmp"), b"\x01").unwrap();
+        assert!(!state.has_history());
+        assert_eq!(state.read_history().unwrap(), None);
+        // A complete start.
+        let mut history = state.start_history().unwrap();
+        history.append_batch(&[(1, KeyState(8))]);
+        let (base, records) = state.read_history().unwrap().unwrap();
+        assert_eq!(base[1], KeyState(7));
+        assert_eq!(records, [(1, KeyState(8), true)]);
+        // A second start would drop that history: refused until verify
+        // folds it in and clears it.
+        let err = state.start_history().unwrap_err();
+        assert!(err.contains("run `verify` first"), "{err}");
+        state.clear_history().unwrap();
+        assert!(state.start_history().is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -15,12 +15,15 @@
 //!     After a crash: reopens and checks every key (the acknowledged value
 //!     or the one in flight; with --disable_wal, a prefix of the history at
 //!     least as long as the last flush) and that scans and gets agree, then
-//!     makes the expected state exact again.
+//!     makes the expected state exact again. Both the database and the
+//!     expected-state file must exist.
 //! strata-stress crash-test --dir=DIR [--cycles=10] [--kill_min_ms=200]
 //!                          [--kill_max_ms=2000] [--final_clean_run=0] [run flags]
 //!     Loops: start `run --sync=1` as a child, SIGKILL it after a random
-//!     interval, `verify`. Prints cycles, kills, operations and keys
-//!     verified. Exits 0 only if every check passed.
+//!     interval, `verify`. Creates the database and the expected state
+//!     first (so bad database flags fail before any child runs). Prints
+//!     cycles, kills, operations and keys verified. Exits 0 only if every
+//!     check passed.
 //!
 //! run flags: --threads=4 --keys=10000 --groups=100 --group_size=5
 //!     --value_size_max=100 --seed=0 --sync=0 --disable_wal=0

@@ -448,6 +448,11 @@ pub fn run(flags: &Flags) -> Result<RunStats, String> {
     let opts = db_options(flags)?;
     let db = DB::open(&opts, &db_path).map_err(|e| format!("open {db_path}: {e}"))?;
     // Anything left in flight by a crash was settled by `verify`.
+    if expected.has_history() {
+        return Err(format!(
+            "{expected_path} has a write history of a killed --disable_wal run: run `verify` first"
+        ));
+    }
     for slot in 0..shape.slots() {
         if expected.get(slot).pending.is_some() {
             return Err(format!(

@@ -138,11 +138,13 @@ pub fn verify_open_db(
 /// state match what survived. Returns the keys verified.
 pub fn verify_after_crash(flags: &Flags) -> Result<u64, String> {
     let db_path = flags.required("db")?;
+    // Both must exist: made-up empty ones would "verify" a wrong path.
     let expected =
-        ExpectedState::open_or_create(flags.required("expected")?.as_ref(), shape(flags)?)?;
+        ExpectedState::open_existing(flags.required("expected")?.as_ref(), shape(flags)?)?;
     let value_size_max: usize = flags.get("value_size_max", 100)?;
-    let db =
-        DB::open(&db_options(flags)?, &db_path).map_err(|e| format!("reopen {db_path}: {e}"))?;
+    let mut options = db_options(flags)?;
+    options.create_if_missing(false);
+    let db = DB::open(&options, &db_path).map_err(|e| format!("reopen {db_path}: {e}"))?;
     let shape = expected.shape();
     let seen = observe_all(&db, shape, value_size_max)?;
     match expected.read_history()? {

@@ -65,3 +65,69 @@ fn kill_9_with_the_log_off_recovers_a_flushed_prefix() {
         &["--disable_wal=1", "--flush_interval_ms=150"],
     );
 }
+
+#[test]
+fn bad_database_flags_fail_before_any_child_runs() {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("strata-crash-test-badflags-{}", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_strata-stress"))
+        .arg("crash-test")
+        .arg(format!("--dir={}", dir.display()))
+        .args(["--cycles=3", "--compression=lzma"])
+        .output()
+        .expect("strata-stress runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.contains("--compression=lzma"), "{stderr}");
+    assert!(
+        !stdout.contains("cycle") && !stderr.contains("cycle"),
+        "a child ran:\n{stdout}\n{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn verify_refuses_a_missing_expected_state_or_database() {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("strata-verify-missing-{}", std::process::id()));
+    let verify = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_strata-stress"))
+            .arg("verify")
+            .arg(format!("--db={}", dir.join("db").display()))
+            .arg(format!("--expected={}", dir.join("expected").display()))
+            .args(extra)
+            .output()
+            .expect("strata-stress runs")
+    };
+    let output = verify(&[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("does not exist"), "{stderr}");
+    assert!(!dir.join("expected").exists() && !dir.join("db").exists());
+    // A real expected state (from a short clean run), the database gone.
+    let run = Command::new(env!("CARGO_BIN_EXE_strata-stress"))
+        .arg("run")
+        .arg(format!("--db={}", dir.join("db").display()))
+        .arg(format!("--expected={}", dir.join("expected").display()))
+        .args([
+            "--keys=100",
+            "--groups=2",
+            "--duration_ms=200",
+            "--threads=1",
+        ])
+        .output()
+        .expect("strata-stress runs");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    std::fs::remove_dir_all(dir.join("db")).unwrap();
+    let output = verify(&["--keys=100", "--groups=2"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("reopen"), "{stderr}");
+    assert!(!dir.join("db").exists(), "verify made an empty database");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
