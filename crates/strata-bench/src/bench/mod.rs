@@ -8,7 +8,7 @@ mod ops;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::engine::{self, Engine, EngineConfig, WriteMode};
@@ -127,6 +127,12 @@ impl std::fmt::Debug for Runner<'_> {
     }
 }
 
+/// Most benchmark threads. Far more than a benchmark can use, and far
+/// below where Linux runs out of memory maps for thread stacks (two each,
+/// 65,530 by default): there Rust's runtime aborts inside the new thread
+/// instead of returning a spawn error.
+const MAX_THREADS: i32 = 10_000;
+
 fn check_flags(f: &Flags) -> Result<()> {
     let bad = |m: String| Err(Error::Usage(m));
     if f.use_existing_db && f.db.is_empty() {
@@ -135,8 +141,11 @@ fn check_flags(f: &Flags) -> Result<()> {
     if f.num <= 0 {
         return bad(format!("--num must be positive, got {}", f.num));
     }
-    if f.threads <= 0 {
-        return bad(format!("--threads must be positive, got {}", f.threads));
+    if f.threads <= 0 || f.threads > MAX_THREADS {
+        return bad(format!(
+            "--threads must be 1 to {MAX_THREADS}, got {}",
+            f.threads
+        ));
     }
     if f.batch_size <= 0 {
         return bad(format!(
@@ -493,30 +502,48 @@ impl<'o> Runner<'o> {
             num_done: AtomicUsize::new(0),
             num_threads: n,
         };
-        let barrier = Barrier::new(n);
+        let gate = StartGate::default();
         let results: Vec<Result<()>> = std::thread::scope(|s| {
-            let handles: Vec<_> = states
-                .iter_mut()
-                .map(|th| {
-                    let (shared, barrier) = (&shared, &barrier);
-                    s.spawn(move || {
-                        barrier.wait();
-                        th.stats.start();
-                        let r = ops::run(method, shared, th);
-                        th.stats.stop();
-                        shared.num_done.fetch_add(1, Ordering::AcqRel);
-                        r
-                    })
-                })
-                .collect();
-            handles
+            let mut handles = Vec::with_capacity(n);
+            let mut spawn_error = None;
+            for th in states.iter_mut() {
+                let (shared, gate) = (&shared, &gate);
+                let spawned = std::thread::Builder::new().spawn_scoped(s, move || {
+                    if !gate.wait() {
+                        return Ok(());
+                    }
+                    th.stats.start();
+                    let r = ops::run(method, shared, th);
+                    th.stats.stop();
+                    shared.num_done.fetch_add(1, Ordering::AcqRel);
+                    r
+                });
+                match spawned {
+                    Ok(h) => handles.push(h),
+                    Err(e) => {
+                        spawn_error = Some(e);
+                        break;
+                    }
+                }
+            }
+            // Every thread starts together, or none does: threads already
+            // spawned must not wait forever for one that never came.
+            gate.open(spawn_error.is_none());
+            let mut results: Vec<Result<()>> = handles
                 .into_iter()
                 .map(|h| {
                     h.join().unwrap_or_else(|_| {
                         Err(Error::Usage(format!("{name}: a benchmark thread panicked")))
                     })
                 })
-                .collect()
+                .collect();
+            if let Some(e) = spawn_error {
+                results.push(Err(Error::Usage(format!(
+                    "{name}: cannot start thread {} of {n}: {e}",
+                    results.len() + 1
+                ))));
+            }
+            results
         });
         if let Some(p) = &reporting.progress {
             p.finish();
@@ -542,6 +569,34 @@ impl<'o> Runner<'o> {
             Method::Compact => 1,
         };
         Some(per_thread * n as u64)
+    }
+}
+
+/// Holds benchmark threads until all are spawned, then lets them all go, or
+/// sends them home if one could not be spawned.
+#[derive(Default)]
+struct StartGate {
+    /// `None` while closed; `Some(go)` once decided.
+    state: Mutex<Option<bool>>,
+    opened: Condvar,
+}
+
+impl StartGate {
+    /// Waits for the decision; true means run.
+    fn wait(&self) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(go) = *state {
+                return go;
+            }
+            state = self.opened.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Decides: `go` lets the waiting threads run, false sends them home.
+    fn open(&self, go: bool) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(go);
+        self.opened.notify_all();
     }
 }
 
@@ -581,5 +636,49 @@ fn print_environment(engine_name: &str) {
         }
         eprintln!("CPU:        {cpus} * {model}");
         eprintln!("CPUCache:   {cache}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiters(go: bool) -> Vec<bool> {
+        let gate = StartGate::default();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..3).map(|_| s.spawn(|| gate.wait())).collect();
+            gate.open(go);
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    #[test]
+    fn thread_counts_outside_what_can_start_are_usage_errors() {
+        for (threads, ok) in [
+            (0, false),
+            (1, true),
+            (MAX_THREADS, true),
+            (MAX_THREADS + 1, false),
+        ] {
+            let f = Flags {
+                threads,
+                ..Flags::default()
+            };
+            assert_eq!(check_flags(&f).is_ok(), ok, "--threads={threads}");
+        }
+    }
+
+    #[test]
+    fn start_gate_releases_every_waiter_either_way() {
+        assert_eq!(waiters(true), [true; 3]);
+        assert_eq!(
+            waiters(false),
+            [false; 3],
+            "an abandoned start does not hang"
+        );
+        // A thread that arrives after the decision does not wait.
+        let gate = StartGate::default();
+        gate.open(true);
+        assert!(gate.wait());
     }
 }
