@@ -304,3 +304,15 @@ fn use_existing_db_without_db_is_a_usage_error() {
         "{err}"
     );
 }
+
+#[test]
+fn huge_multiread_strides_clamp_instead_of_overflowing() {
+    let out = run(&args(&[
+        "--benchmarks=fillseq,readrandom",
+        "--num=200",
+        "--reads=40",
+        "--batch_size=4",
+        "--multiread_stride=9223372036854775807",
+    ]));
+    assert_eq!(ops(result_line(&out, "readrandom")), 40);
+}

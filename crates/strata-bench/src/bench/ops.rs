@@ -167,14 +167,16 @@ fn read_random(sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> {
             if num_keys == p.batch_size {
                 num_keys = 0;
                 key_rand = th.rand.next_u64() % p.flags_num;
-                let span = (p.batch_size - 1) * p.multiread_stride;
-                if key_rand + span >= p.flags_num {
+                // Saturating: huge flags clamp the group to key 0
+                // instead of overflowing.
+                let span = (p.batch_size - 1).saturating_mul(p.multiread_stride);
+                if key_rand.saturating_add(span) >= p.flags_num {
                     key_rand = p
                         .flags_num
-                        .saturating_sub(p.batch_size * p.multiread_stride);
+                        .saturating_sub(p.batch_size.saturating_mul(p.multiread_stride));
                 }
             } else {
-                key_rand += p.multiread_stride;
+                key_rand = key_rand.saturating_add(p.multiread_stride);
             }
         } else {
             key_rand = th.rand.next_u64() % p.flags_num;
