@@ -184,6 +184,40 @@ fn sync_and_disable_wal() {
     drop(db);
     let db = DB::open(&opts, "/db").unwrap();
     assert_eq!(db.get(b"durable").unwrap().as_deref(), Some(&b"1"[..]));
+    // A clean close flushed the write the log never saw (RocksDB does the
+    // same unless avoid_flush_during_shutdown).
+    assert_eq!(db.get(b"volatile").unwrap().as_deref(), Some(&b"2"[..]));
+}
+
+#[test]
+fn close_flushes_only_when_a_log_free_write_needs_it() {
+    let fs = MemFileSystem::new();
+    let opts = mem_opts(&fs);
+    let table_files = || {
+        fs.list(std::path::Path::new("/db"))
+            .unwrap()
+            .into_iter()
+            .filter(|n| n.ends_with(".sst"))
+            .count()
+    };
+    let db = DB::open(&opts, "/db").unwrap();
+    db.put(b"logged", b"1").unwrap();
+    drop(db);
+    assert_eq!(
+        table_files(),
+        0,
+        "logged writes are recovered from the log, not flushed"
+    );
+    let db = DB::open(&opts, "/db").unwrap();
+    let mut nowal = WriteOptions::default();
+    nowal.disable_wal(true);
+    for i in 0..100u32 {
+        db.put_opt(i.to_be_bytes(), b"v", &nowal).unwrap();
+    }
+    drop(db);
+    let db = DB::open(&opts, "/db").unwrap();
+    assert_eq!(db.iterator(IteratorMode::Start).count(), 101);
+    assert_eq!(db.get(b"logged").unwrap().as_deref(), Some(&b"1"[..]));
 }
 
 #[test]

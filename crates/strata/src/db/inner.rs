@@ -81,6 +81,10 @@ pub(crate) struct DbState {
     pub(crate) user_bytes: u64,
     /// Bytes appended to logs.
     pub(crate) wal_bytes: u64,
+    /// A write with the log disabled was applied since open: closing the
+    /// database flushes the memtables, or such writes would be lost by a
+    /// clean close (RocksDB's `has_unpersisted_data_`).
+    pub(crate) unpersisted_data: bool,
 }
 
 pub(crate) use super::compaction::stats::LevelStats;

@@ -238,6 +238,19 @@ impl DB {
 
 impl Drop for DB {
     fn drop(&mut self) {
+        // As RocksDB (unless `avoid_flush_during_shutdown`): writes made
+        // with the log disabled live only in the memtables, so a clean
+        // close writes them to tables. Best effort: a failure here has no
+        // caller to go to, and leaves the database as a crash would.
+        let unpersisted = {
+            let st = self.inner.state.lock();
+            st.unpersisted_data
+                && st.bg_error.is_none()
+                && !(st.mem.is_empty() && st.imm.is_empty())
+        };
+        if unpersisted {
+            let _ = self.flush();
+        }
         self.inner.shutting_down.store(true, Ordering::Release);
         {
             let _st = self.inner.state.lock();

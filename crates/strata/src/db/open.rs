@@ -109,6 +109,7 @@ pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
             compact_pointer: Default::default(),
             stats: [LevelStats::default(); crate::version::NUM_LEVELS],
             user_bytes: 0,
+            unpersisted_data: false,
             wal_bytes: 0,
         }),
         bg_done: Condvar::new(),

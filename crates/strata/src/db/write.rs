@@ -147,7 +147,9 @@ impl DbInner {
                 st.versions
                     .set_last_sequence(first_seq + group.len() as u64 - 1);
                 st.user_bytes += group.size_in_bytes() as u64;
-                if !disable_wal {
+                if disable_wal {
+                    st.unpersisted_data = true;
+                } else {
                     st.wal_bytes += group.size_in_bytes() as u64;
                 }
                 Ok(())
