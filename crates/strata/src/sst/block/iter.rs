@@ -62,8 +62,9 @@ impl std::fmt::Debug for BlockIter {
     }
 }
 
-/// Most cache lines a point lookup prefetches of the restart interval it
-/// scans (1 KiB: a default 16-entry interval of small entries).
+/// Most cache lines a seek (point lookup or iterator seek) prefetches of
+/// the restart interval it scans (1 KiB: a default 16-entry interval of
+/// small entries).
 const INTERVAL_PREFETCH_LINES: usize = 1024 / CACHE_LINE;
 
 /// The decoded header of one entry.
@@ -244,7 +245,7 @@ impl BlockIter {
     }
 
     /// Asks the CPU for the lines of restart interval `index`, which a
-    /// point lookup is about to scan: their misses then overlap instead of
+    /// seek is about to scan: their misses then overlap instead of
     /// coming one entry after another. At most [`INTERVAL_PREFETCH_LINES`].
     #[inline]
     fn prefetch_interval(&self, index: u32) {

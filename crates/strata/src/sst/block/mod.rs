@@ -158,9 +158,16 @@ impl Block {
     pub fn prefetch_for_get(&self, hash: u64) {
         if let Some(index) = self.hash_index {
             prefetch_at(&self.data, index.bucket_offset(hash));
+            // The bucket names the restart point to read next; at most
+            // 253 of them, mostly within two lines.
+            let restarts_end = self.restarts_offset + self.num_restarts as usize * 4;
+            prefetch_range(&self.data, self.restarts_offset, restarts_end, 2);
+        } else {
+            // The binary search's first step reads the middle restart point.
+            // (`BlockIter::search_restarts`: left 0, right num_restarts - 1.)
+            let mid = self.num_restarts.saturating_sub(1).div_ceil(2);
+            prefetch_at(&self.data, self.restarts_offset + mid as usize * 4);
         }
-        let restarts_end = self.restarts_offset + self.num_restarts as usize * 4;
-        prefetch_range(&self.data, self.restarts_offset, restarts_end, 2);
     }
 
     /// The block's bytes, footer included.
