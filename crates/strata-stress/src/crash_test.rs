@@ -18,7 +18,7 @@ use rand::{Rng, SeedableRng};
 
 use strata::DB;
 
-use crate::expected::ExpectedState;
+use crate::expected::{side_file, ExpectedState};
 use crate::flags::Flags;
 use crate::run::{db_options, shape};
 use crate::verify::verify_after_crash;
@@ -61,8 +61,9 @@ pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, String> {
     let expected = dir.join("expected");
     // A fresh start: the expected state describes this database only.
     let _ = std::fs::remove_dir_all(&db);
-    for ext in ["", "history", "base"] {
-        let _ = std::fs::remove_file(expected.with_extension(ext));
+    let _ = std::fs::remove_file(&expected);
+    for suffix in ["history", "base", "tmp", "base.tmp"] {
+        let _ = std::fs::remove_file(side_file(&expected, suffix));
     }
     let mut child_flags = flags.clone();
     for own in OWN_FLAGS {

@@ -303,11 +303,11 @@ impl ExpectedState {
     }
 
     fn history_path(&self) -> PathBuf {
-        self.path.with_extension("history")
+        side_file(&self.path, "history")
     }
 
     fn base_path(&self) -> PathBuf {
-        self.path.with_extension("base")
+        side_file(&self.path, "base")
     }
 
     /// Starts a new history: the slots now become its base.
@@ -396,13 +396,21 @@ impl ExpectedState {
     }
 }
 
+/// The file `<path>.<suffix>` beside the expected-state file `path`
+/// (appended, not an extension replaced: `--expected=x.base` must not
+/// name its own base file).
+pub fn side_file(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".");
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
 /// Writes `bytes` to `path` through a synced temporary file and a rename,
 /// then syncs the directory: after a kill or a power cut `path` holds the
 /// old contents (or nothing) or all of `bytes`.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let mut tmp_name = path.as_os_str().to_owned();
-    tmp_name.push(".tmp");
-    let tmp = PathBuf::from(tmp_name);
+    let tmp = side_file(path, "tmp");
     let file = File::create(&tmp).map_err(|e| io_context("create", &tmp, e))?;
     file.write_all_at(bytes, 0)
         .map_err(|e| io_context("write", &tmp, e))?;
@@ -551,6 +559,13 @@ mod tests {
         std::fs::write(dir.join("state.base.tmp"), b"\x01").unwrap();
         assert!(!state.has_history());
         assert_eq!(state.read_history().unwrap(), None);
+        // A start that fails after the empty history (here: it cannot be
+        // created) leaves no history: the base comes last.
+        std::fs::remove_file(state.history_path()).unwrap();
+        std::fs::create_dir(state.history_path()).unwrap();
+        assert!(state.start_history().is_err());
+        assert!(!state.has_history(), "a base without its history");
+        std::fs::remove_dir(state.history_path()).unwrap();
         // A complete start.
         let mut history = state.start_history().unwrap();
         history.append_batch(&[(1, KeyState(8))]);
