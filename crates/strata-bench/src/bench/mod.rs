@@ -469,8 +469,8 @@ impl<'o> Runner<'o> {
         Ok(Action::Meta)
     }
 
-    /// db_bench's `RunBenchmark`: starts `n` threads together, waits for
-    /// them, merges their stats.
+    /// db_bench's `RunBenchmark`: starts `n` threads together (once all
+    /// have arrived at the start gate), waits for them, merges their stats.
     fn run_benchmark(&mut self, name: &str, method: Method, n: usize, p: &Params) -> Result<Stats> {
         let f = &self.flags;
         let total_ops = self.expected_ops(method, n, p);
@@ -528,7 +528,10 @@ impl<'o> Runner<'o> {
             }
             // Every thread starts together, or none does: threads already
             // spawned must not wait forever for one that never came.
-            gate.open(spawn_error.is_none());
+            match spawn_error {
+                None => gate.open_when_arrived(handles.len()),
+                Some(_) => gate.abandon(),
+            }
             let mut results: Vec<Result<()>> = handles
                 .into_iter()
                 .map(|h| {
@@ -572,31 +575,53 @@ impl<'o> Runner<'o> {
     }
 }
 
-/// Holds benchmark threads until all are spawned, then lets them all go, or
-/// sends them home if one could not be spawned.
+/// Holds benchmark threads until all have arrived, then lets them all go
+/// together (db_bench waits for every thread to initialize before it
+/// starts the clock), or sends them home if one could not be spawned.
 #[derive(Default)]
 struct StartGate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    arrived: usize,
     /// `None` while closed; `Some(go)` once decided.
-    state: Mutex<Option<bool>>,
-    opened: Condvar,
+    decision: Option<bool>,
 }
 
 impl StartGate {
-    /// Waits for the decision; true means run.
+    /// Arrives and waits for the decision; true means run.
     fn wait(&self) -> bool {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.arrived += 1;
+        self.changed.notify_all();
         loop {
-            if let Some(go) = *state {
+            if let Some(go) = st.decision {
                 return go;
             }
-            state = self.opened.wait(state).unwrap_or_else(|e| e.into_inner());
+            st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
         }
     }
 
-    /// Decides: `go` lets the waiting threads run, false sends them home.
-    fn open(&self, go: bool) {
-        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(go);
-        self.opened.notify_all();
+    /// Once `n` threads have arrived, lets them run.
+    fn open_when_arrived(&self, n: usize) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        while st.arrived < n {
+            st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        st.decision = Some(true);
+        self.changed.notify_all();
+    }
+
+    /// Sends every waiting (and later) thread home.
+    fn abandon(&self) {
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .decision = Some(false);
+        self.changed.notify_all();
     }
 }
 
@@ -647,7 +672,13 @@ mod tests {
         let gate = StartGate::default();
         std::thread::scope(|s| {
             let handles: Vec<_> = (0..3).map(|_| s.spawn(|| gate.wait())).collect();
-            gate.open(go);
+            if go {
+                gate.open_when_arrived(3);
+                let arrived = gate.state.lock().unwrap().arrived;
+                assert_eq!(arrived, 3, "opened before every thread arrived");
+            } else {
+                gate.abandon();
+            }
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         })
     }
@@ -678,7 +709,7 @@ mod tests {
         );
         // A thread that arrives after the decision does not wait.
         let gate = StartGate::default();
-        gate.open(true);
-        assert!(gate.wait());
+        gate.abandon();
+        assert!(!gate.wait());
     }
 }

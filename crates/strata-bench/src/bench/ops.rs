@@ -167,7 +167,8 @@ fn read_random(sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> {
             if num_keys == p.batch_size {
                 num_keys = 0;
                 key_rand = th.rand.next_u64() % p.flags_num;
-                // Saturating: huge flags clamp the group to key 0
+                // Saturating: with huge flags the group's first key clamps
+                // to 0 and the later ones saturate past --num (not found)
                 // instead of overflowing.
                 let span = (p.batch_size - 1).saturating_mul(p.multiread_stride);
                 if key_rand.saturating_add(span) >= p.flags_num {
