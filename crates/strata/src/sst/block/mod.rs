@@ -170,6 +170,16 @@ impl Block {
         }
     }
 
+    /// The hash-index bucket a user key with [`user_key_hash`] `hash` falls
+    /// in (a restart interval, or [`hash_index::BUCKET_COLLISION`] /
+    /// [`hash_index::BUCKET_EMPTY`]); `None` for a block without a hash
+    /// index. For tools and tests: lookups use
+    /// [`BlockIter::seek_for_get`].
+    pub fn hash_bucket(&self, hash: u64) -> Option<u8> {
+        self.hash_index
+            .map(|index| index.lookup(&self.data, hash).0)
+    }
+
     /// The block's bytes, footer included.
     pub fn data(&self) -> &Bytes {
         &self.data
