@@ -19,6 +19,7 @@ use rand::{Rng, SeedableRng};
 use strata::DB;
 
 use crate::expected::{side_file, ExpectedState};
+use crate::failure::Failure;
 use crate::flags::Flags;
 use crate::run::{db_options, shape};
 use crate::verify::verify_after_crash;
@@ -48,7 +49,7 @@ pub const OWN_FLAGS: &[&str] = &[
 ];
 
 /// Runs the crash test described by `flags` (see `main.rs`).
-pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, String> {
+pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, Failure> {
     let dir = flags.required("dir")?;
     let cycles: u64 = flags.get("cycles", 10)?;
     let kill_min_ms: u64 = flags.get("kill_min_ms", 200)?;
@@ -117,9 +118,14 @@ pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, String> {
         let killed = match exited {
             Some(status) if status.success() => false,
             Some(status) => {
-                return Err(format!(
-                    "cycle {cycle}: the run failed ({status}); see its output above"
-                ))
+                // The child's own status: 1 is its setup, anything else
+                // (2, a signal) the database failing it.
+                let what =
+                    format!("cycle {cycle}: the run failed ({status}); see its output above");
+                return Err(match status.code() {
+                    Some(1) => Failure::Setup(what),
+                    _ => Failure::Check(what),
+                });
             }
             None => {
                 child.kill().map_err(|e| format!("kill: {e}"))?;
@@ -129,7 +135,7 @@ pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, String> {
             }
         };
         let verified = verify_after_crash(&child_flags)
-            .map_err(|e| format!("cycle {cycle}: after kill: {e}"))?;
+            .map_err(|e| e.context(format!("cycle {cycle}: after kill")))?;
         stats.keys_verified_after_kill += verified;
         stats.cycles += 1;
         let (ops, reads) = ExpectedState::open_existing(&expected, shape)?.counters();

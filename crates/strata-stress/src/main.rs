@@ -39,6 +39,7 @@
 
 mod crash_test;
 mod expected;
+mod failure;
 mod flags;
 mod run;
 mod value;
@@ -102,8 +103,11 @@ fn main() {
         _ => crash_test::crash_test(&flags).map(|_| ()),
     };
     if let Err(e) = result {
-        eprintln!("VERIFICATION FAILED: {e}");
-        std::process::exit(2);
+        match &e {
+            failure::Failure::Setup(_) => eprintln!("strata-stress {command}: {e}"),
+            failure::Failure::Check(_) => eprintln!("{e}"),
+        }
+        std::process::exit(e.exit_code());
     }
 }
 

@@ -24,6 +24,7 @@ use strata::{
 };
 
 use crate::expected::{ExpectedState, History, Shape, Slot};
+use crate::failure::Failure;
 use crate::flags::Flags;
 use crate::value::{
     check_value, group_member_name, key_name, parse_key, KeyState, Observed, ParsedKey,
@@ -434,7 +435,7 @@ pub struct RunStats {
 }
 
 /// Runs the stress test described by `flags` (see `main.rs`).
-pub fn run(flags: &Flags) -> Result<RunStats, String> {
+pub fn run(flags: &Flags) -> Result<RunStats, Failure> {
     let db_path = flags.required("db")?;
     let expected_path = flags.required("expected")?;
     let shape = shape(flags)?;
@@ -447,17 +448,20 @@ pub fn run(flags: &Flags) -> Result<RunStats, String> {
     let expected = ExpectedState::open_or_create(expected_path.as_ref(), shape)?;
     // Anything left in flight by a crash was settled by `verify`.
     if expected.has_history() {
-        return Err(format!(
+        return Err(Failure::Setup(format!(
             "{expected_path} has a write history of a killed --disable_wal run: run `verify` first"
-        ));
+        )));
     }
     let opts = db_options(flags)?;
-    let db = DB::open(&opts, &db_path).map_err(|e| format!("open {db_path}: {e}"))?;
+    // The database exists (crash-test made it, verify reopened it) or
+    // is created here: failing to open it is the engine's failure.
+    let db =
+        DB::open(&opts, &db_path).map_err(|e| Failure::Check(format!("open {db_path}: {e}")))?;
     for slot in 0..shape.slots() {
         if expected.get(slot).pending.is_some() {
-            return Err(format!(
+            return Err(Failure::Setup(format!(
                 "slot {slot} has a write in flight: run `verify` first"
-            ));
+            )));
         }
     }
     let mut wo = WriteOptions::default();
@@ -524,7 +528,8 @@ pub fn run(flags: &Flags) -> Result<RunStats, String> {
         db.flush().unwrap_or_else(|e| db_error("flush", e));
     }
     // A clean end: the whole database must match exactly.
-    let checked = crate::verify::verify_open_db(&db, &expected, flags.get("value_size_max", 100)?)?;
+    let checked = crate::verify::verify_open_db(&db, &expected, flags.get("value_size_max", 100)?)
+        .map_err(Failure::Check)?;
     expected.clear_history()?;
     println!(
         "run: {} ops, {} reads verified, then {} keys verified at the end",

@@ -19,6 +19,7 @@ use std::collections::BTreeSet;
 use strata::{IteratorMode, DB};
 
 use crate::expected::{ExpectedState, HistoryRecord, Shape, Slot};
+use crate::failure::Failure;
 use crate::flags::Flags;
 use crate::run::{db_options, shape};
 use crate::value::{
@@ -136,7 +137,7 @@ pub fn verify_open_db(
 
 /// After a crash: reopens the database, checks it, and makes the expected
 /// state match what survived. Returns the keys verified.
-pub fn verify_after_crash(flags: &Flags) -> Result<u64, String> {
+pub fn verify_after_crash(flags: &Flags) -> Result<u64, Failure> {
     let db_path = flags.required("db")?;
     // Both must exist: made-up empty ones would "verify" a wrong path.
     let expected =
@@ -144,12 +145,20 @@ pub fn verify_after_crash(flags: &Flags) -> Result<u64, String> {
     let value_size_max: usize = flags.get("value_size_max", 100)?;
     let mut options = db_options(flags)?;
     options.create_if_missing(false);
-    let db = DB::open(&options, &db_path).map_err(|e| format!("reopen {db_path}: {e}"))?;
+    if !std::path::Path::new(&db_path).exists() {
+        return Err(Failure::Setup(format!(
+            "reopen {db_path}: no such database"
+        )));
+    }
+    let db = DB::open(&options, &db_path)
+        .map_err(|e| Failure::Check(format!("reopen {db_path}: {e}")))?;
     let shape = expected.shape();
-    let seen = observe_all(&db, shape, value_size_max)?;
+    let seen = observe_all(&db, shape, value_size_max).map_err(Failure::Check)?;
     match expected.read_history()? {
-        Some((base, records)) => settle_prefix(&expected, &seen, base, &records)?,
-        None => settle_in_flight(&expected, &seen)?,
+        Some((base, records)) => {
+            settle_prefix(&expected, &seen, base, &records).map_err(Failure::Check)?
+        }
+        None => settle_in_flight(&expected, &seen).map_err(Failure::Check)?,
     }
     expected.clear_history()?;
     Ok(u64::from(shape.keys + shape.groups * shape.group_size))

@@ -1,7 +1,8 @@
 //! The short crash test CI runs: the `strata-stress` binary kills its own
 //! stress runs with SIGKILL at random moments and verifies the database
 //! after each kill, with the log synced and with the log off (prefix
-//! mode). `STRATA_CRASH_TEST_CYCLES=<n>` runs more cycles of each.
+//! mode). `STRATA_CRASH_TEST_CYCLES=<n>` runs more cycles of each. Also
+//! the exit statuses: 1 for a bad setup, 2 for a failed check.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -84,8 +85,13 @@ fn bad_database_flags_fail_before_any_child_runs() {
         .expect("strata-stress runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "a setup error:\n{stdout}\n{stderr}"
+    );
     assert!(stderr.contains("--compression=lzma"), "{stderr}");
+    assert!(!stderr.contains("VERIFICATION FAILED"), "{stderr}");
     assert!(
         !stdout.contains("cycle") && !stderr.contains("cycle"),
         "a child ran:\n{stdout}\n{stderr}"
@@ -108,7 +114,7 @@ fn verify_refuses_a_missing_expected_state_or_database() {
     };
     let output = verify(&[]);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
+    assert_eq!(output.status.code(), Some(1), "a setup error: {stderr}");
     assert!(stderr.contains("does not exist"), "{stderr}");
     assert!(!dir.join("expected").exists() && !dir.join("db").exists());
     // A real expected state (from a short clean run), the database gone.
@@ -132,8 +138,41 @@ fn verify_refuses_a_missing_expected_state_or_database() {
     std::fs::remove_dir_all(dir.join("db")).unwrap();
     let output = verify(&["--keys=100", "--groups=2"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
-    assert!(stderr.contains("reopen"), "{stderr}");
+    assert_eq!(output.status.code(), Some(1), "a setup error: {stderr}");
+    assert!(stderr.contains("no such database"), "{stderr}");
     assert!(!dir.join("db").exists(), "verify made an empty database");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_database_that_lost_acknowledged_writes_fails_verify_with_status_2() {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("strata-verify-lost-{}", std::process::id()));
+    let (db, expected) = (dir.join("db"), dir.join("expected"));
+    let stress = |command: &str, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_strata-stress"))
+            .arg(command)
+            .arg(format!("--db={}", db.display()))
+            .arg(format!("--expected={}", expected.display()))
+            .args(["--keys=100", "--groups=2"])
+            .args(extra)
+            .output()
+            .expect("strata-stress runs")
+    };
+    let run = stress("run", &["--duration_ms=200", "--threads=1", "--sync=1"]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    // Replace the database with an empty one: every acknowledged write is gone.
+    std::fs::remove_dir_all(&db).unwrap();
+    let mut opts = strata::Options::default();
+    opts.create_if_missing(true);
+    drop(strata::DB::open(&opts, &db).unwrap());
+    let output = stress("verify", &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.starts_with("VERIFICATION FAILED"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
