@@ -128,15 +128,23 @@ fn trailer_of(ikey: &[u8]) -> u64 {
     decode_fixed64(&ikey[n - TRAILER_BYTES..]).unwrap_or(0)
 }
 
+/// The internal-key order over user comparator `user`: user key, then
+/// trailer (sequence and kind) descending. [`InternalKeyComparator`] calls
+/// it through the trait object; code that knows the user comparator's type
+/// calls it with that type, so the comparison inlines.
+#[inline]
+pub(crate) fn compare_internal<C: Comparator + ?Sized>(user: &C, a: &[u8], b: &[u8]) -> Ordering {
+    user.compare(extract_user_key(a), extract_user_key(b))
+        .then_with(|| trailer_of(b).cmp(&trailer_of(a)))
+}
+
 impl Comparator for InternalKeyComparator {
     fn name(&self) -> &str {
         "strata.InternalKeyComparator"
     }
 
     fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
-        self.user
-            .compare(extract_user_key(a), extract_user_key(b))
-            .then_with(|| trailer_of(b).cmp(&trailer_of(a)))
+        compare_internal(&*self.user, a, b)
     }
 
     fn find_shortest_separator(&self, start: &mut Vec<u8>, limit: &[u8]) {

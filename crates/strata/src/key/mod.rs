@@ -5,6 +5,7 @@ mod internal_key;
 pub(crate) mod prefix_search;
 
 pub use comparator::{BuiltinOrder, BytewiseComparator, Comparator, ReverseBytewiseComparator};
+pub(crate) use internal_key::compare_internal;
 pub use internal_key::{
     extract_user_key, pack_trailer, parse_internal_key, InternalKey, InternalKeyComparator,
     ParsedInternalKey, SequenceNumber, ValueKind, MAX_SEQUENCE_NUMBER, TRAILER_BYTES,

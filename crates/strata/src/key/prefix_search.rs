@@ -15,9 +15,9 @@
 
 use std::cmp::Ordering;
 
-use super::TRAILER_BYTES;
 use super::{
-    extract_user_key, BuiltinOrder, BytewiseComparator, Comparator, ReverseBytewiseComparator,
+    compare_internal, extract_user_key, BuiltinOrder, BytewiseComparator, Comparator,
+    ReverseBytewiseComparator,
 };
 
 /// The first 8 bytes of `user_key` as a big-endian integer, zero padded.
@@ -129,25 +129,4 @@ pub(crate) fn equal_run(prefixes: &[u64], target: u64) -> usize {
     let limit = (known + step).min(prefixes.len());
     let rest = prefixes.get(known + 1..limit).unwrap_or_default();
     known + 1 + rest.partition_point(|&p| p == target)
-}
-
-/// `InternalKeyComparator`'s order over user comparator `C`, statically
-/// dispatched: user key under `C`, then trailer (sequence and kind)
-/// descending. Must stay identical to `InternalKeyComparator::compare`; the
-/// tests of `version::file_search` check it against that.
-#[inline]
-pub(crate) fn compare_internal<C: Comparator>(user: &C, a: &[u8], b: &[u8]) -> Ordering {
-    user.compare(extract_user_key(a), extract_user_key(b))
-        .then_with(|| trailer(b).cmp(&trailer(a)))
-}
-
-/// The trailer of an internal key, 0 if the key is shorter than one.
-#[inline]
-fn trailer(ikey: &[u8]) -> u64 {
-    let tail = ikey
-        .len()
-        .checked_sub(TRAILER_BYTES)
-        .and_then(|at| ikey.get(at..));
-    tail.and_then(|t| t.try_into().ok())
-        .map_or(0, u64::from_le_bytes)
 }

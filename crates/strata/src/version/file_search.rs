@@ -32,9 +32,11 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::FileMetaData;
-use crate::key::prefix_search::key_prefix;
 #[cfg(test)]
-use crate::key::prefix_search::{compare_internal, equal_run};
+use crate::key::compare_internal;
+#[cfg(test)]
+use crate::key::prefix_search::equal_run;
+use crate::key::prefix_search::key_prefix;
 #[cfg(test)]
 use crate::key::{BytewiseComparator, ReverseBytewiseComparator, TRAILER_BYTES};
 use crate::key::{Comparator, InternalKeyComparator};

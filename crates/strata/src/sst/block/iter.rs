@@ -13,9 +13,9 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
-use crate::key::prefix_search::compare_internal;
 use crate::key::{
-    extract_user_key, BuiltinOrder, BytewiseComparator, Comparator, ReverseBytewiseComparator,
+    compare_internal, extract_user_key, BuiltinOrder, BytewiseComparator, Comparator,
+    ReverseBytewiseComparator,
 };
 use crate::util::coding::{decode_fixed32, decode_varint32};
 use crate::util::prefetch::{prefetch_at, prefetch_range, CACHE_LINE};
