@@ -12,6 +12,7 @@ use bytes::Bytes;
 use super::filter_hash;
 use super::format::{decode_shape, line_index, probe_bits_set, CACHE_LINE_BYTES, METADATA_BYTES};
 use crate::error::Result;
+use crate::util::prefetch::prefetch_at;
 
 /// A validated cache-local bloom filter.
 ///
@@ -76,17 +77,9 @@ impl BloomFilter {
     /// off x86_64.
     #[inline]
     pub fn prefetch(&self, hash: u64) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(line) = self.line(hash) {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            // SAFETY: a prefetch is only a hint: it never dereferences the
-            // pointer, cannot fault and has no effect on program state. The
-            // pointer is in bounds anyway (it is a line of `self.lines`), and
-            // SSE, which the intrinsic needs, is part of every x86_64 CPU.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast::<i8>()) };
+            prefetch_at(line, 0);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = hash;
     }
 
     /// Number of bits each key sets and each probe tests.
