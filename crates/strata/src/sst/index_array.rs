@@ -42,12 +42,13 @@ pub(crate) struct IndexArray {
 
 impl IndexArray {
     /// Decodes `index` (at `index_offset` of table `name`), ordered by the
-    /// internal-key comparator `icmp` over `user_cmp`. A malformed entry is
+    /// internal-key comparator `icmp` over a user comparator of built-in
+    /// `order` (its [`Comparator::builtin_order`]). A malformed entry is
     /// `Corruption`.
     pub(crate) fn build(
         index: &Block,
         icmp: Arc<dyn Comparator>,
-        user_cmp: &dyn Comparator,
+        order: Option<BuiltinOrder>,
         name: &str,
         index_offset: u64,
     ) -> Result<IndexArray> {
@@ -56,7 +57,7 @@ impl IndexArray {
             keys: Vec::with_capacity(index.size()),
             key_ends: Vec::new(),
             handles: Vec::new(),
-            order: user_cmp.builtin_order(),
+            order,
             icmp: icmp.clone(),
         };
         let mut it = index.iter(icmp);
@@ -202,7 +203,8 @@ mod tests {
                 }
                 let block =
                     Block::new(bytes::Bytes::copy_from_slice(b.finish()), "t".into(), 0).unwrap();
-                let a = IndexArray::build(&block, icmp.clone(), &*user, "t", 0).unwrap();
+                let a =
+                    IndexArray::build(&block, icmp.clone(), user.builtin_order(), "t", 0).unwrap();
                 assert_eq!(a.len(), keys.len());
                 for _ in 0..300 {
                     let target = ikey(&mut rng);

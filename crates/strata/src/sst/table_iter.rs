@@ -63,11 +63,7 @@ impl TableIterator {
         }
         match self.table.read_data_block(handle, self.fill_cache) {
             Ok(block) => {
-                self.data = Some(
-                    block
-                        .into_block_iter(self.table.internal_comparator().clone())
-                        .with_internal_order(self.table.builtin_order()),
-                );
+                self.data = Some(self.table.data_block_iter(block));
                 self.data_handle = Some(handle);
             }
             Err(e) => self.fail(e),

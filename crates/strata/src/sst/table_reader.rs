@@ -166,19 +166,15 @@ impl TableReader {
             footer.index.offset,
         )?;
         let icmp: Arc<dyn Comparator> = Arc::new(InternalKeyComparator::new(comparator.clone()));
-        let index_array = IndexArray::build(
-            &index,
-            icmp.clone(),
-            &*comparator,
-            &name,
-            footer.index.offset,
-        )?;
+        let order = comparator.builtin_order();
+        let index_array =
+            IndexArray::build(&index, icmp.clone(), order, &name, footer.index.offset)?;
         Ok(TableReader {
             file,
             name,
             icmp,
             index_array,
-            order: comparator.builtin_order(),
+            order,
             user_cmp: comparator,
             footer,
             index,
@@ -201,11 +197,6 @@ impl TableReader {
     /// The table's footer.
     pub fn footer(&self) -> &Footer {
         &self.footer
-    }
-
-    /// The user comparator's built-in order, if it has one.
-    pub(crate) fn builtin_order(&self) -> Option<BuiltinOrder> {
-        self.order
     }
 
     /// The internal-key comparator ordering the table.
@@ -231,41 +222,40 @@ impl TableReader {
     /// The data block at `handle`, from the cache or read and checked
     /// from the file (and then cached if `fill_cache`).
     pub(crate) fn read_data_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Block> {
-        if let Some((cache, id)) = &self.cache {
-            if let Some(block) = cache.get(&(*id, handle.offset)) {
-                return Ok(block);
-            }
-        }
-        self.read_data_block_uncached(handle, fill_cache)
+        self.read_data_block_with(handle, fill_cache, |_| {})
     }
 
-    /// [`TableReader::read_data_block`] for a point lookup of a user key
-    /// with `hash`: on a cache hit, the lines the lookup reads first start
-    /// loading before the block is cloned ([`Block::prefetch_for_get`]).
-    fn read_data_block_for_get(
+    /// [`TableReader::read_data_block`], calling `on_hit` with the block on
+    /// a cache hit before it is cloned (see [`LruCache::get_with`]): a point
+    /// lookup uses it to start loading the lines it reads first
+    /// ([`Block::prefetch_for_get`]).
+    ///
+    /// [`LruCache::get_with`]: crate::cache::LruCache::get_with
+    fn read_data_block_with(
         &self,
         handle: BlockHandle,
         fill_cache: bool,
-        hash: u64,
+        on_hit: impl FnOnce(&Block),
     ) -> Result<Block> {
         if let Some((cache, id)) = &self.cache {
-            let hit = cache.get_with(&(*id, handle.offset), |block| {
-                block.prefetch_for_get(hash);
-            });
-            if let Some(block) = hit {
+            if let Some(block) = cache.get_with(&(*id, handle.offset), on_hit) {
                 return Ok(block);
             }
         }
-        self.read_data_block_uncached(handle, fill_cache)
-    }
-
-    fn read_data_block_uncached(&self, handle: BlockHandle, fill_cache: bool) -> Result<Block> {
         let data = read_block(&*self.file, &self.name, handle)?;
         let block = Block::new(data, self.name.clone(), handle.offset)?;
         if let (Some((cache, id)), true) = (&self.cache, fill_cache) {
             cache.insert((*id, handle.offset), block.clone(), block_charge(&block));
         }
         Ok(block)
+    }
+
+    /// An iterator over data block `block` of this table, comparing
+    /// statically when the user comparator is a built-in order.
+    pub(crate) fn data_block_iter(&self, block: Block) -> super::block::BlockIter {
+        block
+            .into_block_iter(self.icmp.clone())
+            .with_internal_order(self.order)
     }
 
     pub(crate) fn index_iter(&self) -> super::block::BlockIter {
@@ -314,10 +304,9 @@ impl TableReader {
         // comparators whose separators are not that tight.
         for i in self.index_array.lower_bound(lookup)..self.index_array.len() {
             let handle = self.index_array.handle(i);
-            let block = self.read_data_block_for_get(handle, fill_cache, hash)?;
-            let mut it = block
-                .into_block_iter(self.icmp.clone())
-                .with_internal_order(self.order);
+            let block =
+                self.read_data_block_with(handle, fill_cache, |b| b.prefetch_for_get(hash))?;
+            let mut it = self.data_block_iter(block);
             // A valid position with another user key proves absence from
             // this and later blocks; invalid means all keys are < lookup.
             it.seek_for_get(lookup, hash);
