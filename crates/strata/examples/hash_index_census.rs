@@ -109,12 +109,8 @@ fn count_block(
         }
     }
     census.keys += keys.len() as u64;
-    let data = block.data();
-    // The bucket count sits just before the 4-byte footer.
-    let end = data.len() - 4;
-    let n = u16::from_le_bytes([data[end - 2], data[end - 1]]) as usize;
-    let buckets = &data[end - 2 - n..end - 2];
-    census.buckets += n as u64;
+    let buckets = block.hash_buckets().unwrap_or_default();
+    census.buckets += buckets.len() as u64;
     census.empty_buckets += buckets.iter().filter(|&&b| b == BUCKET_EMPTY).count() as u64;
     Ok(())
 }

@@ -179,6 +179,12 @@ impl HashIndex {
         self.buckets_offset + bucket_of(hash, self.num_buckets)
     }
 
+    /// The buckets, from the block's bytes `data`.
+    pub fn buckets<'a>(&self, data: &'a [u8]) -> &'a [u8] {
+        let end = self.buckets_offset + usize::from(self.num_buckets);
+        data.get(self.buckets_offset..end).unwrap_or_default()
+    }
+
     /// The bucket `hash` falls in, and its offset in the block.
     pub fn lookup(&self, data: &[u8], hash: u64) -> (u8, usize) {
         let at = self.bucket_offset(hash);

@@ -146,10 +146,8 @@ fn check_lookup(hashed: &mut BlockIter, reference: &mut BlockIter, entries: &Ent
 /// Counts bucket values of a block with a hash index: (empty, collision,
 /// interval).
 fn bucket_census(block: &Block) -> (usize, usize, usize) {
-    let data = block.data();
-    let end = data.len() - BLOCK_FOOTER_BYTES;
-    let n = u16::from_le_bytes([data[end - 2], data[end - 1]]) as usize;
-    let buckets = &data[end - NUM_BUCKETS_BYTES - n..end - NUM_BUCKETS_BYTES];
+    let buckets = block.hash_buckets().expect("a block with a hash index");
+    let n = buckets.len();
     let empty = buckets.iter().filter(|&&b| b == BUCKET_EMPTY).count();
     let collision = buckets.iter().filter(|&&b| b == BUCKET_COLLISION).count();
     (empty, collision, n - empty - collision)

@@ -180,6 +180,12 @@ impl Block {
             .map(|index| index.lookup(&self.data, hash).0)
     }
 
+    /// All of the block's hash-index buckets; `None` for a block without a
+    /// hash index. For tools and tests.
+    pub fn hash_buckets(&self) -> Option<&[u8]> {
+        self.hash_index.map(|index| index.buckets(&self.data))
+    }
+
     /// The block's bytes, footer included.
     pub fn data(&self) -> &Bytes {
         &self.data
