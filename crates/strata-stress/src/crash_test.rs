@@ -18,7 +18,7 @@ use rand::{Rng, SeedableRng};
 
 use strata::DB;
 
-use crate::expected::{side_file, ExpectedState};
+use crate::expected::{remove_all, ExpectedState};
 use crate::failure::Failure;
 use crate::flags::Flags;
 use crate::run::{db_options, shape};
@@ -62,10 +62,7 @@ pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, Failure> {
     let expected = dir.join("expected");
     // A fresh start: the expected state describes this database only.
     let _ = std::fs::remove_dir_all(&db);
-    let _ = std::fs::remove_file(&expected);
-    for suffix in ["history", "base", "tmp", "base.tmp"] {
-        let _ = std::fs::remove_file(side_file(&expected, suffix));
-    }
+    remove_all(&expected);
     let mut child_flags = flags.clone();
     for own in OWN_FLAGS {
         child_flags.remove(own);

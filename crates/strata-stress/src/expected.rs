@@ -303,11 +303,11 @@ impl ExpectedState {
     }
 
     fn history_path(&self) -> PathBuf {
-        side_file(&self.path, "history")
+        side_file(&self.path, HISTORY)
     }
 
     fn base_path(&self) -> PathBuf {
-        side_file(&self.path, "base")
+        side_file(&self.path, BASE)
     }
 
     /// Starts a new history: the slots now become its base.
@@ -396,10 +396,27 @@ impl ExpectedState {
     }
 }
 
+/// Removes the expected-state file `path` and every file kept beside it
+/// (history, base, and their temporary names), so a crash test starts
+/// afresh. Missing files are fine.
+pub fn remove_all(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    for suffix in [HISTORY, BASE, TMP] {
+        let side = side_file(path, suffix);
+        let _ = std::fs::remove_file(side_file(&side, TMP));
+        let _ = std::fs::remove_file(side);
+    }
+}
+
+/// Suffixes of the files beside the expected-state file.
+const HISTORY: &str = "history";
+const BASE: &str = "base";
+const TMP: &str = "tmp";
+
 /// The file `<path>.<suffix>` beside the expected-state file `path`
 /// (appended, not an extension replaced: `--expected=x.base` must not
 /// name its own base file).
-pub fn side_file(path: &Path, suffix: &str) -> PathBuf {
+fn side_file(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".");
     name.push(suffix);
@@ -410,7 +427,7 @@ pub fn side_file(path: &Path, suffix: &str) -> PathBuf {
 /// then syncs the directory: after a kill or a power cut `path` holds the
 /// old contents (or nothing) or all of `bytes`.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let tmp = side_file(path, "tmp");
+    let tmp = side_file(path, TMP);
     let file = File::create(&tmp).map_err(|e| io_context("create", &tmp, e))?;
     file.write_all_at(bytes, 0)
         .map_err(|e| io_context("write", &tmp, e))?;
@@ -530,6 +547,22 @@ mod tests {
             !dir.join("state.tmp").exists(),
             "the rename consumed the temporary file"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn remove_all_leaves_no_file_of_the_state_behind() {
+        let dir = scratch_dir("remove");
+        let path = dir.join("state");
+        let state = ExpectedState::open_or_create(&path, SHAPE).unwrap();
+        drop(state.start_history().unwrap());
+        for leftover in ["state.tmp", "state.base.tmp", "state.history.tmp"] {
+            std::fs::write(dir.join(leftover), b"x").unwrap();
+        }
+        drop(state);
+        remove_all(&path);
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert!(left.is_empty(), "{left:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

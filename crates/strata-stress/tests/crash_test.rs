@@ -4,8 +4,8 @@
 //! mode). `STRATA_CRASH_TEST_CYCLES=<n>` runs more cycles of each. Also
 //! the exit statuses: 1 for a bad setup, 2 for a failed check.
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 fn cycles(default: u32) -> u32 {
     std::env::var("STRATA_CRASH_TEST_CYCLES")
@@ -14,25 +14,52 @@ fn cycles(default: u32) -> u32 {
         .unwrap_or(default)
 }
 
+/// A scratch directory for test `name` of this process.
+fn scratch(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("strata-stress-test-{name}-{}", std::process::id()))
+}
+
+/// Runs `strata-stress command args...`.
+fn stress(command: &str, args: &[String]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strata-stress"))
+        .arg(command)
+        .args(args)
+        .output()
+        .expect("strata-stress runs")
+}
+
+/// `--db` and `--expected` flags for a database and its expected state in
+/// `dir`, followed by `extra`.
+fn db_flags(dir: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        format!("--db={}", dir.join("db").display()),
+        format!("--expected={}", dir.join("expected").display()),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
 /// Runs `cycles` kill cycles (plus a clean last run if `extra` asks).
 fn crash_test(name: &str, cycles: u32, extra: &[&str]) {
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("strata-crash-test-{name}-{}", std::process::id()));
-    let output = Command::new(env!("CARGO_BIN_EXE_strata-stress"))
-        .arg("crash-test")
-        .arg(format!("--dir={}", dir.display()))
-        .arg(format!("--cycles={cycles}"))
-        .args([
+    let dir = scratch(name);
+    let mut args = vec![
+        format!("--dir={}", dir.display()),
+        format!("--cycles={cycles}"),
+    ];
+    args.extend(
+        [
             "--kill_min_ms=100",
             "--kill_max_ms=700",
             "--keys=2000",
             "--groups=40",
             "--threads=3",
             "--seed=1",
-        ])
-        .args(extra)
-        .output()
-        .expect("strata-stress runs");
+        ]
+        .iter()
+        .chain(extra)
+        .map(|s| s.to_string()),
+    );
+    let output = stress("crash-test", &args);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -75,14 +102,15 @@ fn kill_9_with_the_log_off_recovers_a_flushed_prefix() {
 
 #[test]
 fn bad_database_flags_fail_before_any_child_runs() {
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("strata-crash-test-badflags-{}", std::process::id()));
-    let output = Command::new(env!("CARGO_BIN_EXE_strata-stress"))
-        .arg("crash-test")
-        .arg(format!("--dir={}", dir.display()))
-        .args(["--cycles=3", "--compression=lzma"])
-        .output()
-        .expect("strata-stress runs");
+    let dir = scratch("badflags");
+    let output = stress(
+        "crash-test",
+        &[
+            format!("--dir={}", dir.display()),
+            "--cycles=3".into(),
+            "--compression=lzma".into(),
+        ],
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(
@@ -101,42 +129,32 @@ fn bad_database_flags_fail_before_any_child_runs() {
 
 #[test]
 fn verify_refuses_a_missing_expected_state_or_database() {
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("strata-verify-missing-{}", std::process::id()));
-    let verify = |extra: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_strata-stress"))
-            .arg("verify")
-            .arg(format!("--db={}", dir.join("db").display()))
-            .arg(format!("--expected={}", dir.join("expected").display()))
-            .args(extra)
-            .output()
-            .expect("strata-stress runs")
-    };
-    let output = verify(&[]);
+    let dir = scratch("verify-missing");
+    let output = stress("verify", &db_flags(&dir, &[]));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "a setup error: {stderr}");
     assert!(stderr.contains("does not exist"), "{stderr}");
     assert!(!dir.join("expected").exists() && !dir.join("db").exists());
     // A real expected state (from a short clean run), the database gone.
-    let run = Command::new(env!("CARGO_BIN_EXE_strata-stress"))
-        .arg("run")
-        .arg(format!("--db={}", dir.join("db").display()))
-        .arg(format!("--expected={}", dir.join("expected").display()))
-        .args([
-            "--keys=100",
-            "--groups=2",
-            "--duration_ms=200",
-            "--threads=1",
-        ])
-        .output()
-        .expect("strata-stress runs");
+    let run = stress(
+        "run",
+        &db_flags(
+            &dir,
+            &[
+                "--keys=100",
+                "--groups=2",
+                "--duration_ms=200",
+                "--threads=1",
+            ],
+        ),
+    );
     assert!(
         run.status.success(),
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
     std::fs::remove_dir_all(dir.join("db")).unwrap();
-    let output = verify(&["--keys=100", "--groups=2"]);
+    let output = stress("verify", &db_flags(&dir, &["--keys=100", "--groups=2"]));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "a setup error: {stderr}");
     assert!(stderr.contains("no such database"), "{stderr}");
@@ -146,20 +164,20 @@ fn verify_refuses_a_missing_expected_state_or_database() {
 
 #[test]
 fn a_database_that_lost_acknowledged_writes_fails_verify_with_status_2() {
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("strata-verify-lost-{}", std::process::id()));
-    let (db, expected) = (dir.join("db"), dir.join("expected"));
-    let stress = |command: &str, extra: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_strata-stress"))
-            .arg(command)
-            .arg(format!("--db={}", db.display()))
-            .arg(format!("--expected={}", expected.display()))
-            .args(["--keys=100", "--groups=2"])
-            .args(extra)
-            .output()
-            .expect("strata-stress runs")
-    };
-    let run = stress("run", &["--duration_ms=200", "--threads=1", "--sync=1"]);
+    let dir = scratch("verify-lost");
+    let db = dir.join("db");
+    let shape = ["--keys=100", "--groups=2"];
+    let run = stress(
+        "run",
+        &db_flags(
+            &dir,
+            &[
+                &shape[..],
+                &["--duration_ms=200", "--threads=1", "--sync=1"],
+            ]
+            .concat(),
+        ),
+    );
     assert!(
         run.status.success(),
         "{}",
@@ -170,7 +188,7 @@ fn a_database_that_lost_acknowledged_writes_fails_verify_with_status_2() {
     let mut opts = strata::Options::default();
     opts.create_if_missing(true);
     drop(strata::DB::open(&opts, &db).unwrap());
-    let output = stress("verify", &[]);
+    let output = stress("verify", &db_flags(&dir, &shape));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.starts_with("VERIFICATION FAILED"), "{stderr}");
