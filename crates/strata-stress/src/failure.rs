@@ -29,6 +29,17 @@ impl Failure {
     }
 }
 
+/// A failure to open the database at `path`: the caller's doing (a bad
+/// option, a missing database, one locked by another process) is Setup;
+/// what the engine found or hit on disk (corruption, I/O) is Check.
+pub fn open_failure(path: &str, e: strata::Error) -> Failure {
+    let what = format!("open {path}: {e}");
+    match e {
+        strata::Error::Corruption { .. } | strata::Error::Io { .. } => Failure::Check(what),
+        _ => Failure::Setup(what),
+    }
+}
+
 /// Plain string errors come from flags and the tool's own files.
 impl From<String> for Failure {
     fn from(message: String) -> Failure {
@@ -57,5 +68,17 @@ mod tests {
         let check = Failure::Check("slot 3".into()).context("cycle 2");
         assert_eq!(check.exit_code(), 2);
         assert_eq!(check.to_string(), "VERIFICATION FAILED: cycle 2: slot 3");
+    }
+
+    #[test]
+    fn open_failures_are_sorted_by_whose_they_are() {
+        let busy = open_failure("/db", strata::Error::Busy("LOCK held".into()));
+        assert_eq!(busy.exit_code(), 1);
+        let corrupt = strata::Error::Corruption {
+            file: "/db/000001.sst".into(),
+            offset: 0,
+            what: "bad".into(),
+        };
+        assert_eq!(open_failure("/db", corrupt).exit_code(), 2);
     }
 }

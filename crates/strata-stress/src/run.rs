@@ -24,7 +24,7 @@ use strata::{
 };
 
 use crate::expected::{ExpectedState, History, Shape, Slot};
-use crate::failure::Failure;
+use crate::failure::{open_failure, Failure};
 use crate::flags::Flags;
 use crate::value::{
     check_value, group_member_name, key_name, parse_key, KeyState, Observed, ParsedKey,
@@ -453,10 +453,7 @@ pub fn run(flags: &Flags) -> Result<RunStats, Failure> {
         )));
     }
     let opts = db_options(flags)?;
-    // The database exists (crash-test made it, verify reopened it) or
-    // is created here: failing to open it is the engine's failure.
-    let db =
-        DB::open(&opts, &db_path).map_err(|e| Failure::Check(format!("open {db_path}: {e}")))?;
+    let db = DB::open(&opts, &db_path).map_err(|e| open_failure(&db_path, e))?;
     for slot in 0..shape.slots() {
         if expected.get(slot).pending.is_some() {
             return Err(Failure::Setup(format!(

@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 use strata::{IteratorMode, DB};
 
 use crate::expected::{ExpectedState, HistoryRecord, Shape, Slot};
-use crate::failure::Failure;
+use crate::failure::{open_failure, Failure};
 use crate::flags::Flags;
 use crate::run::{db_options, shape};
 use crate::value::{
@@ -150,8 +150,7 @@ pub fn verify_after_crash(flags: &Flags) -> Result<u64, Failure> {
             "reopen {db_path}: no such database"
         )));
     }
-    let db = DB::open(&options, &db_path)
-        .map_err(|e| Failure::Check(format!("reopen {db_path}: {e}")))?;
+    let db = DB::open(&options, &db_path).map_err(|e| open_failure(&db_path, e))?;
     let shape = expected.shape();
     let seen = observe_all(&db, shape, value_size_max).map_err(Failure::Check)?;
     match expected.read_history()? {
