@@ -382,19 +382,22 @@ fn keys_around_the_stack_lookup_size_are_found_in_tables() {
     let fs = MemFileSystem::new();
     let db = DB::open(&small_opts(&fs), "/db").unwrap();
     let lens = [0usize, 1, 8, 119, 120, 121, 128, 1000, 5000];
-    for (i, &len) in lens.iter().enumerate() {
-        let mut key = vec![b'k'; len];
-        if let Some(last) = key.last_mut() {
-            *last = i as u8;
-        }
-        db.put(&key, format!("v{len}")).unwrap();
+    let keys: Vec<Vec<u8>> = lens
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| {
+            let mut key = vec![b'k'; len];
+            if let Some(last) = key.last_mut() {
+                *last = i as u8;
+            }
+            key
+        })
+        .collect();
+    for (key, len) in keys.iter().zip(lens) {
+        db.put(key, format!("v{len}")).unwrap();
     }
     db.flush().unwrap();
-    for (i, &len) in lens.iter().enumerate() {
-        let mut key = vec![b'k'; len];
-        if let Some(last) = key.last_mut() {
-            *last = i as u8;
-        }
+    for (mut key, len) in keys.into_iter().zip(lens) {
         assert_eq!(
             db.get(&key).unwrap().as_deref(),
             Some(format!("v{len}").as_bytes()),
