@@ -21,7 +21,7 @@ pub mod wal;
 
 pub use db::{
     BlockBasedOptions, Cache, DBCompressionType, DBIterator, DBPinnableSlice, DBRawIterator,
-    DBRecoveryMode, Direction, IteratorMode, Options, ReadOptions, Snapshot, WriteBatch,
+    DBRecoveryMode, Direction, IteratorMode, LiveFile, Options, ReadOptions, Snapshot, WriteBatch,
     WriteOptions, DB,
 };
 pub use error::{Error, Result};

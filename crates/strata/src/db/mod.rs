@@ -10,6 +10,7 @@ mod flush;
 mod inner;
 mod iterator;
 mod level_iter;
+mod live_files;
 mod open;
 pub mod options;
 mod read;
@@ -27,6 +28,7 @@ use crate::key::SequenceNumber;
 use inner::DbInner;
 
 pub use iterator::{DBIterator, DBRawIterator, Direction, IteratorMode};
+pub use live_files::LiveFile;
 pub use options::{
     BlockBasedOptions, Cache, DBCompressionType, DBRecoveryMode, Options, ReadOptions, WriteOptions,
 };
