@@ -4,6 +4,8 @@
 //! reopen on a healthy file system nothing acknowledged is lost. Read
 //! errors are reported and never returned as data, and do not stop writes.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -264,4 +266,61 @@ fn read_errors_are_reported_not_returned_as_data() {
     fs.clear_faults();
     assert_contents(&db, &model, "after read errors");
     assert!(fs.stats().injected(FileOp::Read) >= 21);
+}
+
+/// A manifest sync fails while an iterator holds an old version. The
+/// failed edit may be on disk, so releasing the iterator must not delete
+/// the table it adds (or any other): the reopen finds every table the
+/// manifest names and every acknowledged write.
+#[test]
+fn failed_manifest_write_then_reader_release_deletes_nothing() {
+    for op in [FileOp::Append, FileOp::Sync] {
+        for compaction in [false, true] {
+            let what = format!("manifest {op:?}, compaction {compaction}");
+            let (fs, opts) = setup();
+            let db = DB::open(&opts, DB_DIR).unwrap();
+            let mut model = Model::new();
+            put_range(&db, &mut model, "a", 0..100);
+            db.flush().unwrap();
+            let mut it = db.raw_iterator();
+            let snapshot = db.snapshot();
+            put_range(&db, &mut model, "b", 100..200);
+            db.flush().unwrap();
+            put_range(&db, &mut model, "c", 200..300);
+            fs.inject(FaultRule::new(&[op]).path_contains("MANIFEST").times(1));
+            let e = if compaction {
+                db.compact_range(None::<&[u8]>, None::<&[u8]>).unwrap_err()
+            } else {
+                db.flush().unwrap_err()
+            };
+            assert_injected(&e, &what);
+            let tables_before = tables_in(fs.inner().as_ref());
+            it.seek_to_first();
+            assert_eq!(it.key(), Some(&b"k00000"[..]), "{what}");
+            drop(it);
+            drop(snapshot);
+            assert_eq!(
+                tables_in(fs.inner().as_ref()),
+                tables_before,
+                "{what}: a table was deleted after the manifest write failed"
+            );
+            drop(db);
+            fs.clear_faults();
+            let db = DB::open(&opts, DB_DIR).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
+            assert_contents(&db, &model, &format!("{what}, after reopen"));
+            // The reopen sorts out what the failed edit left behind.
+            common::assert_files_are_live(fs.inner().as_ref(), DB_DIR, &db, &what);
+        }
+    }
+}
+
+fn tables_in(fs: &dyn strata::env::FileSystem) -> Vec<String> {
+    let mut names: Vec<String> = fs
+        .list(std::path::Path::new(DB_DIR))
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".sst"))
+        .collect();
+    names.sort();
+    names
 }

@@ -161,13 +161,17 @@ impl DbInner {
     }
 
     /// Deletes files no version, pending output or live log needs.
+    ///
+    /// Deletes nothing once a background error is set or a manifest write
+    /// has failed (LevelDB returns early the same way): a failed
+    /// `log_and_apply` may still have put its edit on disk, so a table that
+    /// looks unreferenced in memory may be named by the manifest the next
+    /// open replays. Such files wait for that open to sort them out.
     pub(crate) fn delete_obsolete_files(&self, st: &mut DbState) {
-        let mut live = st.versions.live_files();
-        st.old_versions.retain(|w| w.strong_count() > 0);
-        for v in st.old_versions.iter().filter_map(Weak::upgrade) {
-            add_live_files(&v, &mut live);
+        if st.bg_error.is_some() || st.versions.manifest_failed() {
+            return;
         }
-        live.extend(st.pending_outputs.iter().copied());
+        let live = Self::live_file_numbers(st);
         let manifest = st.versions.manifest_file_number();
         let Ok(names) = self.fs.list(&self.dir) else {
             return;
@@ -197,5 +201,31 @@ impl DbInner {
             .current()
             .all_files()
             .all(|f| self.fs.exists(&table_file_name(&self.dir, f.number))));
+    }
+
+    /// Table numbers that some version (current or still read) or a
+    /// running job needs.
+    ///
+    /// Old versions are upgraded while their files are collected. A
+    /// reader releasing one of them in that window sees this pass as
+    /// another holder and skips its own deletion pass; if the version dies
+    /// when the upgrades are dropped, the files it held must be counted
+    /// again without it, so the collection repeats. Each round drops at
+    /// least one old version, so the rounds are bounded.
+    fn live_file_numbers(st: &mut DbState) -> HashSet<u64> {
+        loop {
+            let mut live = st.versions.live_files();
+            st.old_versions.retain(|w| w.strong_count() > 0);
+            let held: Vec<Arc<Version>> =
+                st.old_versions.iter().filter_map(Weak::upgrade).collect();
+            for v in &held {
+                add_live_files(v, &mut live);
+            }
+            drop(held);
+            if st.old_versions.iter().all(|w| w.strong_count() > 0) {
+                live.extend(st.pending_outputs.iter().copied());
+                return live;
+            }
+        }
     }
 }

@@ -234,6 +234,12 @@ impl VersionSet {
         Ok(())
     }
 
+    /// True after a manifest write failed and before a new manifest was
+    /// written in full: the failed edit may or may not be on disk.
+    pub fn manifest_failed(&self) -> bool {
+        self.manifest_failed
+    }
+
     /// The current version.
     pub fn current(&self) -> Arc<Version> {
         self.current.clone()
