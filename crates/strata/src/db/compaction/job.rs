@@ -45,6 +45,13 @@ impl DbInner {
         for f in c.all_inputs() {
             f.being_compacted.store(false, Ordering::Release);
         }
+        // The compaction holds the version it was picked from, which still
+        // names the inputs: let go of it before looking for obsolete files,
+        // or the inputs stay on disk until the next flush or compaction.
+        drop(c);
+        if result.is_ok() {
+            self.delete_obsolete_files(st);
+        }
         result
     }
 
@@ -114,7 +121,6 @@ impl DbInner {
         s.count += 1;
         s.keys_in += counts.0;
         s.keys_dropped += counts.1;
-        self.delete_obsolete_files(st);
         Ok(())
     }
 
@@ -193,12 +199,16 @@ impl DbInner {
         begin: Option<&[u8]>,
         end: Option<&[u8]>,
     ) -> Result<()> {
+        // No version is held across `run_compaction`: its obsolete-file
+        // pass must see the inputs unreferenced.
         let ucmp = &*self.user_cmp;
-        let version = st.versions.current();
-        let Some(last) = (0..NUM_LEVELS)
-            .rev()
-            .find(|&l| !version.overlapping_files(l, begin, end, ucmp).is_empty())
-        else {
+        let last = {
+            let version = st.versions.current();
+            (0..NUM_LEVELS)
+                .rev()
+                .find(|&l| !version.overlapping_files(l, begin, end, ucmp).is_empty())
+        };
+        let Some(last) = last else {
             return Ok(());
         };
         let mut level = 0;
@@ -218,7 +228,9 @@ impl DbInner {
             }
             let inputs0 = version.overlapping_files(level, begin, end, ucmp);
             if !inputs0.is_empty() {
-                let Some(c) = self.build_compaction(st, &version, level, output, inputs0) else {
+                let c = self.build_compaction(st, &version, level, output, inputs0);
+                drop(version);
+                let Some(c) = c else {
                     return Err(Error::Busy(
                         "compact_range: inputs are being compacted".into(),
                     ));
@@ -234,7 +246,9 @@ impl DbInner {
             let version = st.versions.current();
             let inputs0 = version.overlapping_files(last, begin, end, ucmp);
             if !inputs0.is_empty() {
-                let Some(c) = self.build_compaction(st, &version, last, last, inputs0) else {
+                let c = self.build_compaction(st, &version, last, last, inputs0);
+                drop(version);
+                let Some(c) = c else {
                     return Err(Error::Busy(
                         "compact_range: inputs are being compacted".into(),
                     ));
