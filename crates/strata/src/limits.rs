@@ -13,3 +13,16 @@ pub const BLOCK_SIZE_BYTES_MAX: usize = 128 << 20;
 
 /// Largest log record, in bytes (one write batch).
 pub const LOG_RECORD_SIZE_BYTES_MAX: usize = 256 << 20;
+
+/// Smallest memtable size a database runs with; smaller settings are
+/// clipped up at open, as RocksDB's option sanitizing does. An empty
+/// memtable already accounts for its first arena block.
+pub const WRITE_BUFFER_SIZE_BYTES_MIN: usize = 64 << 10;
+
+/// Largest memtable size a database runs with (RocksDB's 64 GiB, or the
+/// address space on a 32-bit target); larger settings are clipped down.
+pub const WRITE_BUFFER_SIZE_BYTES_MAX: usize = if usize::BITS >= 64 {
+    (64u64 << 30) as usize
+} else {
+    usize::MAX
+};

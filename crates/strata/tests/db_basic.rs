@@ -256,12 +256,6 @@ fn bad_input_gets_clear_errors() {
     );
 
     let mut bad = mem_opts(&fs);
-    bad.set_write_buffer_size(0);
-    assert!(matches!(
-        DB::open(&bad, "/db").unwrap_err(),
-        Error::InvalidArgument(_)
-    ));
-    let mut bad = mem_opts(&fs);
     let mut t = BlockBasedOptions::default();
     t.set_block_size(0);
     bad.set_block_based_table_factory(&t);
@@ -411,4 +405,113 @@ fn keys_around_the_stack_lookup_size_are_found_in_tables() {
             len + 1
         );
     }
+}
+
+/// A write buffer below 64 KiB is clipped up at open (as RocksDB does),
+/// and an empty memtable is never switched: writes complete, and make a
+/// handful of tables, not one per attempt.
+#[test]
+fn tiny_write_buffer_is_clipped_and_writes_complete() {
+    for size in [0usize, 1, 4096, 60 << 10] {
+        let fs = MemFileSystem::new();
+        let mut opts = mem_opts(&fs);
+        opts.set_write_buffer_size(size);
+        let db = DB::open(&opts, "/db").unwrap();
+        for i in 0..2000u32 {
+            db.put(format!("k{i:05}"), [b'v'; 100]).unwrap();
+        }
+        db.flush().unwrap();
+        db.wait_for_compact().unwrap();
+        let tables = db.live_files().unwrap().len();
+        assert!(
+            (1..=8).contains(&tables),
+            "size {size}: {tables} tables for 250 KB of writes"
+        );
+        let names = fs.list(std::path::Path::new("/db")).unwrap();
+        let logs = names.iter().filter(|n| n.ends_with(".log")).count();
+        assert!(logs <= 2, "size {size}: logs left: {names:?}");
+        assert_eq!(db.get("k01999").unwrap().as_deref(), Some(&[b'v'; 100][..]));
+    }
+}
+
+/// A batch over the log's record limit is refused as bad input before
+/// anything is written, and the database goes on taking writes.
+#[test]
+fn oversized_batch_fails_alone() {
+    let fs = MemFileSystem::new();
+    let db = DB::open(&mem_opts(&fs), "/db").unwrap();
+    db.put(b"before", b"1").unwrap();
+    let mut batch = WriteBatch::default();
+    let value = vec![7u8; strata::limits::VALUE_SIZE_BYTES_MAX];
+    for i in 0..5 {
+        batch.put(format!("big{i}"), &value);
+    }
+    let e = db.write(batch).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    assert!(e.to_string().contains("write batch of"), "{e}");
+    assert_eq!(db.get(b"big0").unwrap(), None);
+    db.put(b"after", b"2").unwrap();
+    db.flush().unwrap();
+    drop(db);
+    let db = DB::open(&mem_opts(&fs), "/db").unwrap();
+    assert_eq!(db.get(b"before").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(db.get(b"after").unwrap().as_deref(), Some(&b"2"[..]));
+    assert_eq!(db.get(b"big0").unwrap(), None);
+}
+
+/// `flush` waits for the memtables that held data when it was called,
+/// not for every memtable that fills while it waits: with a writer
+/// filling small buffers without pause, it still returns.
+#[test]
+fn flush_returns_under_steady_writes() {
+    let fs = MemFileSystem::new();
+    let mut opts = mem_opts(&fs);
+    opts.set_write_buffer_size(64 << 10);
+    opts.set_max_write_buffer_number(4);
+    let db = Arc::new(DB::open(&opts, "/db").unwrap());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                db.put(format!("k{:08}", i % 100_000), [b'w'; 200]).unwrap();
+                i += 1;
+            }
+            i
+        })
+    };
+    for round in 0..20u32 {
+        db.put(format!("flushed{round}"), b"x").unwrap();
+        db.flush().unwrap();
+        assert_eq!(
+            db.get(format!("flushed{round}")).unwrap().as_deref(),
+            Some(&b"x"[..])
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    assert!(written > 0);
+}
+
+/// `create_if_missing` on a directory that holds logs or tables but no
+/// CURRENT refuses to make a new database over them, and leaves them be.
+#[test]
+fn create_refuses_a_directory_with_orphaned_logs() {
+    let fs = MemFileSystem::new();
+    let opts = mem_opts(&fs);
+    {
+        let db = DB::open(&opts, "/db").unwrap();
+        db.put(b"old", b"data").unwrap();
+    }
+    fs.remove(std::path::Path::new("/db/CURRENT")).unwrap();
+    let before = fs.list(std::path::Path::new("/db")).unwrap();
+    let e = DB::open(&opts, "/db").unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    assert!(e.to_string().contains("no CURRENT"), "{e}");
+    assert!(e.to_string().contains(".log"), "{e}");
+    assert_eq!(fs.list(std::path::Path::new("/db")).unwrap(), before);
+    // A directory with none of a database's data files is fine.
+    let db = DB::open(&opts, "/fresh").unwrap();
+    assert_eq!(db.get(b"old").unwrap(), None);
 }

@@ -186,15 +186,21 @@ impl DB {
         DBIterator::new(self.raw_iterator_opt(ro), mode)
     }
 
-    /// Writes every memtable to tables and waits until it is done.
+    /// Writes the memtables that hold data when it is called to tables and
+    /// waits until they are. Memtables that fill up while it waits are
+    /// not waited for (as RocksDB), so steady writes cannot hold it up.
     pub fn flush(&self) -> Result<()> {
         self.inner.write(None, false, false)?;
         let mut st = self.inner.state.lock();
+        // Every memtable switched before now has a log number below the
+        // active memtable's log: those are the ones to wait for. Log
+        // numbers only grow, and memtables are flushed oldest first.
+        let active_log = st.log_number;
         loop {
             if let Some(e) = &st.bg_error {
                 return Err(e.clone());
             }
-            if st.imm.is_empty() {
+            if st.imm.front().is_none_or(|m| m.log_number >= active_log) {
                 return Ok(());
             }
             self.inner.bg_work.notify_all();

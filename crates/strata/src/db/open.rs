@@ -28,6 +28,7 @@ const DEFAULT_BLOCK_CACHE_BYTES: usize = 32 << 20;
 /// Opens (or creates) the database in `dir` and starts its background
 /// threads.
 pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
+    let opts = &opts.sanitized();
     opts.validate()?;
     let fs = opts.fs.clone();
     let shown = dir.display();
@@ -48,6 +49,9 @@ pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
         )));
     }
     fs.create_dir_all(dir)?;
+    if !has_db {
+        refuse_orphaned_data(fs.as_ref(), dir)?;
+    }
     let lock = fs.lock(&lock_file_name(dir)).map_err(|e| match e {
         Error::Busy(what) => Error::Busy(format!(
             "database {shown} is already open (LOCK is held): {what}"
@@ -129,6 +133,38 @@ pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
     }
     inner.bg_work.notify_all();
     Ok(inner)
+}
+
+/// A new database is made only where no data of an old one lies: logs or
+/// tables without a CURRENT file are what is left of a database whose
+/// CURRENT was lost. Replaying those logs into a new database would
+/// resurrect writes under a manifest that never knew them, and deleting
+/// them would lose data; neither is an open's call to make. (A new
+/// database writes CURRENT before its first log or table, so its own
+/// crash never leaves them behind.)
+fn refuse_orphaned_data(fs: &dyn crate::env::FileSystem, dir: &Path) -> Result<()> {
+    let mut found: Vec<String> = fs
+        .list(dir)?
+        .into_iter()
+        .filter(|name| {
+            matches!(
+                parse_file_name(name),
+                Some((FileType::Log | FileType::Table, _))
+            )
+        })
+        .collect();
+    if found.is_empty() {
+        return Ok(());
+    }
+    found.sort();
+    let shown = found.len().min(3);
+    Err(Error::invalid_argument(format!(
+        "{} has no CURRENT file but holds {} log or table file(s) ({}{}): not creating a new database over the data of another; move them away or restore CURRENT",
+        dir.display(),
+        found.len(),
+        found[..shown].join(", "),
+        if found.len() > shown { ", ..." } else { "" }
+    )))
 }
 
 impl DbInner {

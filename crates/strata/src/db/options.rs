@@ -10,6 +10,7 @@ use crate::compression::CompressionType;
 use crate::env::{FileSystem, PosixFileSystem};
 use crate::error::{Error, Result};
 use crate::key::{BytewiseComparator, Comparator, SequenceNumber};
+use crate::limits::{WRITE_BUFFER_SIZE_BYTES_MAX, WRITE_BUFFER_SIZE_BYTES_MIN};
 use crate::sst::TableOptions;
 use crate::wal::WalRecoveryMode;
 
@@ -222,7 +223,11 @@ impl Options {
     pub fn set_error_if_exists(&mut self, v: bool) {
         self.error_if_exists = v;
     }
-    /// Bytes of a memtable before it is switched and flushed.
+    /// Bytes of a memtable before it is switched and flushed. Opening a
+    /// database clips it to [`WRITE_BUFFER_SIZE_BYTES_MIN`] ..=
+    /// [`WRITE_BUFFER_SIZE_BYTES_MAX`], as RocksDB's option sanitizing does
+    /// (64 KiB to 64 GiB): an empty memtable already uses a few KiB, so a
+    /// smaller buffer would be full before its first write.
     pub fn set_write_buffer_size(&mut self, size: usize) {
         self.write_buffer_size = size;
     }
@@ -307,15 +312,21 @@ impl Options {
         self.fs = fs;
     }
 
+    /// The options a database runs with: values RocksDB clips when it
+    /// sanitizes options are clipped the same way. What cannot be clipped
+    /// sensibly is left to [`validate`](Self::validate).
+    pub(crate) fn sanitized(&self) -> Options {
+        let mut opts = self.clone();
+        opts.write_buffer_size = opts
+            .write_buffer_size
+            .clamp(WRITE_BUFFER_SIZE_BYTES_MIN, WRITE_BUFFER_SIZE_BYTES_MAX);
+        opts
+    }
+
     /// Rejects options no database can run with.
     pub(crate) fn validate(&self) -> Result<()> {
         let bad = |what: String| Err(Error::invalid_argument(what));
-        if self.write_buffer_size < 4096 {
-            return bad(format!(
-                "write_buffer_size {} is below 4096 bytes",
-                self.write_buffer_size
-            ));
-        }
+        debug_assert!(self.write_buffer_size >= WRITE_BUFFER_SIZE_BYTES_MIN);
         if self.max_write_buffer_number < 2 {
             return bad(format!(
                 "max_write_buffer_number {} must be at least 2",

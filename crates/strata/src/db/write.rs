@@ -176,10 +176,14 @@ impl DbInner {
                 // Give compaction some of this writer's time, once.
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
                 allow_delay = false;
-            } else if (!force && st.mem.approximate_memory_usage() < o.write_buffer_size)
-                || (force && st.mem.is_empty())
+            } else if st.mem.is_empty()
+                || (!force && st.mem.approximate_memory_usage() < o.write_buffer_size)
             {
-                // Room left, or nothing to flush.
+                // Nothing to flush, or room left. An empty memtable is
+                // never switched: it may already account for more than a
+                // tiny buffer, and switching it again and again would
+                // make a log and a manifest edit per attempt and never
+                // write.
                 return Ok(());
             } else if st.imm.len() + 1 >= o.max_write_buffer_number
                 || l0 >= o.level0_stop_writes_trigger

@@ -12,7 +12,7 @@
 
 use crate::error::{Error, Result};
 use crate::key::{SequenceNumber, ValueKind, MAX_SEQUENCE_NUMBER};
-use crate::limits::{KEY_SIZE_BYTES_MAX, VALUE_SIZE_BYTES_MAX};
+use crate::limits::{KEY_SIZE_BYTES_MAX, LOG_RECORD_SIZE_BYTES_MAX, VALUE_SIZE_BYTES_MAX};
 use crate::util::coding::{decode_fixed32, decode_fixed64, put_length_prefixed, Decoder};
 
 /// Bytes of the batch header (sequence and count).
@@ -126,13 +126,22 @@ impl WriteBatch {
     }
 
     /// An error if a key or value is over the documented limits.
+    /// Also an error if the whole batch is larger than one log record may
+    /// be: the log writer would refuse it, and that refusal must reach the
+    /// caller as bad input, not stop the database as an I/O failure would.
     pub(crate) fn validate(&self) -> Result<()> {
-        match self.oversized {
-            Some((k, v)) => Err(Error::invalid_argument(format!(
+        if let Some((k, v)) = self.oversized {
+            return Err(Error::invalid_argument(format!(
                 "key of {k} bytes or value of {v} bytes exceeds the limits ({KEY_SIZE_BYTES_MAX} and {VALUE_SIZE_BYTES_MAX} bytes)"
-            ))),
-            None => Ok(()),
+            )));
         }
+        if self.rep.len() > LOG_RECORD_SIZE_BYTES_MAX {
+            return Err(Error::invalid_argument(format!(
+                "write batch of {} bytes exceeds LOG_RECORD_SIZE_BYTES_MAX ({LOG_RECORD_SIZE_BYTES_MAX} bytes); split it into smaller batches",
+                self.rep.len()
+            )));
+        }
+        Ok(())
     }
 
     pub(crate) fn sequence(&self) -> SequenceNumber {
