@@ -10,7 +10,8 @@
 //!     snapshots, over a bounded key space, with small buffers and files so
 //!     flushes and compactions never stop. Every read is checked against
 //!     the expected-state file. Ends (after --duration_ms or
-//!     --ops_per_thread) with an exact check of the whole database.
+//!     --ops_per_thread) with an exact check of the whole database and a
+//!     check that the table files on disk are exactly the live ones.
 //! strata-stress verify --db=DIR --expected=FILE [flags]
 //!     After a crash: reopens and checks every key (the acknowledged value
 //!     or the one in flight; with --disable_wal, a prefix of the history at
@@ -29,6 +30,8 @@
 //!     --value_size_max=100 --seed=0 --sync=0 --disable_wal=0
 //!     --flush_interval_ms=300 (explicit flushes when the log is off)
 //!     --duration_ms=10000 --ops_per_thread=unlimited
+//!     --manifest_fault_interval_ms=0 (N > 0: every N ms, fail one manifest
+//!       write while readers are held, reopen, settle, check the files)
 //!     --write_buffer_size=65536 --target_file_size_base=65536
 //!     --max_bytes_for_level_base=262144 --level0_file_num_compaction_trigger=4
 //!     --max_background_jobs=2 --compression=snappy --bloom_bits=10
@@ -60,6 +63,7 @@ const RUN_FLAGS: &[&str] = &[
     "disable_wal",
     "flush_interval_ms",
     "duration_ms",
+    "manifest_fault_interval_ms",
     "ops_per_thread",
 ];
 

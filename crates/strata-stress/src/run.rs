@@ -11,16 +11,27 @@
 //! appends it to the history, so the history is the database's write order,
 //! and a flusher thread calls `flush` every `--flush_interval_ms`, recording
 //! how much of the history each flush made durable.
+//!
+//! With `--manifest_fault_interval_ms=N` the database runs on the
+//! fault-injecting file system, and every N ms the monitor arms one failure
+//! of a manifest append or sync and flushes, while the workers hold
+//! snapshots and iterate. The database then stops writes with the injected
+//! error; the workers stop, leaving their writes in flight, and let go of
+//! their snapshots and iterators (a failed manifest edit may be on disk, so
+//! nothing may be deleted then). The run reopens the database on the
+//! healthy file system, settles the writes in flight, checks that the files
+//! on disk are exactly the live ones, and goes on with the next round.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use strata::env::{FaultInjectionFileSystem, FaultRule, FileOp, PosixFileSystem};
 use strata::{
-    BlockBasedOptions, Cache, DBCompressionType, Direction, Error, IteratorMode, Options,
-    ReadOptions, Snapshot, WriteBatch, WriteOptions, DB,
+    BlockBasedOptions, Cache, DBCompressionType, DBRawIterator, Direction, Error, IteratorMode,
+    Options, ReadOptions, Snapshot, WriteBatch, WriteOptions, DB,
 };
 
 use crate::expected::{ExpectedState, History, Shape, Slot};
@@ -126,13 +137,16 @@ struct Ctx<'a> {
     db: &'a DB,
     expected: &'a ExpectedState,
     shape: Shape,
-    locks: Vec<Mutex<()>>,
-    history: Option<Mutex<History>>,
+    locks: &'a [Mutex<()>],
+    history: Option<&'a Mutex<History>>,
     wo: WriteOptions,
     value_size_max: usize,
     ops: AtomicU64,
     reads_verified: AtomicU64,
     stop: AtomicBool,
+    /// A manifest failure was armed this round: the database may stop
+    /// writes with the injected error, which ends the round.
+    fault_armed: AtomicBool,
 }
 
 fn db_error(what: &str, e: Error) -> ! {
@@ -176,11 +190,21 @@ impl Ctx<'_> {
             h.append_batch(&writes);
         }
         if let Err(e) = self.db.write_opt(batch, &self.wo) {
+            if self.is_injected(&e) {
+                // The writes stay in flight; the reopen settles them.
+                self.stop.store(true, Ordering::Relaxed);
+                return;
+            }
             db_error("write", e);
         }
         for &(slot, _) in &writes {
             self.expected.ack_write(slot);
         }
+    }
+
+    /// True for the error of an armed manifest failure: the round ends.
+    fn is_injected(&self, e: &Error) -> bool {
+        self.fault_armed.load(Ordering::Relaxed) && e.to_string().contains("injected")
     }
 
     fn keys_of(&self, slot: u32) -> Vec<Vec<u8>> {
@@ -320,14 +344,35 @@ impl Ctx<'_> {
             }
         }
         self.verified(slots.len() as u64);
-        Held { snap, seen }
+        // An iterator at the snapshot, kept as long as the snapshot: it
+        // pins the version of now, so old versions (and their files) stay
+        // alive across flushes, compactions and injected failures.
+        let mut ro = ReadOptions::default();
+        ro.set_snapshot(&snap);
+        let it = self.db.raw_iterator_opt(ro);
+        Held { snap, it, seen }
     }
 
     /// Reads a held snapshot again, by gets and by an iterator: it must
     /// show exactly what it showed when taken, however much was written
     /// and compacted since.
-    fn recheck_snapshot(&self, held: &Held<'_>) {
+    fn recheck_snapshot(&self, held: &mut Held<'_>) {
         for &(slot, was) in &held.seen {
+            held.it.seek(key_name(slot));
+            held.it
+                .status()
+                .unwrap_or_else(|e| db_error("held iterator", e));
+            let by_held = match held.it.item() {
+                Some((k, v)) if *k == key_name(slot)[..] => {
+                    self.observe(slot, Some(v)).unwrap_or_else(|e| fail(e))
+                }
+                _ => Observed::Absent,
+            };
+            if by_held != was {
+                fail(format!(
+                    "held iterator shows {by_held:?} for k{slot:08}, the snapshot showed {was:?}"
+                ));
+            }
             let v = held
                 .snap
                 .get(key_name(slot))
@@ -357,7 +402,7 @@ impl Ctx<'_> {
                 ));
             }
         }
-        self.verified(2 * held.seen.len() as u64);
+        self.verified(3 * held.seen.len() as u64);
     }
 
     fn random_write(&self, rng: &mut StdRng, roll: u32) {
@@ -395,8 +440,8 @@ impl Ctx<'_> {
                 78..=84 => self.check_group(&mut rng),
                 85..=94 => self.scan(&mut rng),
                 _ => match held.take() {
-                    Some(h) if rng.gen_bool(0.7) => {
-                        self.recheck_snapshot(&h);
+                    Some(mut h) if rng.gen_bool(0.7) => {
+                        self.recheck_snapshot(&mut h);
                         held = Some(h);
                     }
                     _ => held = Some(self.take_snapshot(&mut rng)),
@@ -408,7 +453,9 @@ impl Ctx<'_> {
                     .db
                     .compact_range(Some(key_name(lo)), Some(key_name(lo + 100)));
                 if let Err(e) = r {
-                    if !matches!(e, Error::Busy(_)) {
+                    if self.is_injected(&e) {
+                        self.stop.store(true, Ordering::Relaxed);
+                    } else if !matches!(e, Error::Busy(_)) {
                         db_error("compact_range", e);
                     }
                 }
@@ -422,6 +469,7 @@ impl Ctx<'_> {
 /// A snapshot a thread keeps across operations, with what it showed.
 struct Held<'a> {
     snap: Snapshot<'a>,
+    it: DBRawIterator<'a>,
     seen: Vec<(u32, Observed)>,
 }
 
@@ -434,17 +482,35 @@ pub struct RunStats {
     pub reads_verified: u64,
 }
 
+/// What stays the same across the rounds of a run.
+struct RunSetup<'a> {
+    expected: &'a ExpectedState,
+    shape: Shape,
+    threads: u64,
+    seed: u64,
+    deadline: Instant,
+    ops_per_thread: u64,
+    wo: WriteOptions,
+    value_size_max: usize,
+    history: Option<Mutex<History>>,
+    flush_interval: Duration,
+    /// The file system and interval of manifest failures, if asked for.
+    faults: Option<(FaultInjectionFileSystem, Duration)>,
+    locks: Vec<Mutex<()>>,
+}
+
 /// Runs the stress test described by `flags` (see `main.rs`).
 pub fn run(flags: &Flags) -> Result<RunStats, Failure> {
     let db_path = flags.required("db")?;
     let expected_path = flags.required("expected")?;
     let shape = shape(flags)?;
-    let threads: u64 = flags.get("threads", 4)?;
-    let duration = Duration::from_millis(flags.get("duration_ms", 10_000)?);
-    let ops_per_thread: u64 = flags.get("ops_per_thread", u64::MAX)?;
-    let seed: u64 = flags.get("seed", 0)?;
     let disable_wal = flags.flag("disable_wal", false)?;
-    let flush_interval = Duration::from_millis(flags.get("flush_interval_ms", 300)?);
+    let fault_interval = Duration::from_millis(flags.get("manifest_fault_interval_ms", 0)?);
+    if !fault_interval.is_zero() && disable_wal {
+        return Err(Failure::Setup(
+            "--manifest_fault_interval_ms needs the log: a reopen after the failure settles writes in flight, which --disable_wal loses by design".into(),
+        ));
+    }
     let expected = ExpectedState::open_or_create(expected_path.as_ref(), shape)?;
     // Anything left in flight by a crash was settled by `verify`.
     if expected.has_history() {
@@ -452,8 +518,13 @@ pub fn run(flags: &Flags) -> Result<RunStats, Failure> {
             "{expected_path} has a write history of a killed --disable_wal run: run `verify` first"
         )));
     }
-    let opts = db_options(flags)?;
-    let db = DB::open(&opts, &db_path).map_err(|e| open_failure(&db_path, e))?;
+    let mut opts = db_options(flags)?;
+    let faults = (!fault_interval.is_zero()).then(|| {
+        let fs = FaultInjectionFileSystem::new(Arc::new(PosixFileSystem::new()));
+        opts.set_file_system(Arc::new(fs.clone()));
+        (fs, fault_interval)
+    });
+    let mut db = DB::open(&opts, &db_path).map_err(|e| open_failure(&db_path, e))?;
     for slot in 0..shape.slots() {
         if expected.get(slot).pending.is_some() {
             return Err(Failure::Setup(format!(
@@ -470,31 +541,105 @@ pub fn run(flags: &Flags) -> Result<RunStats, Failure> {
         expected.clear_history()?;
         None
     };
-    let (ops0, reads0) = expected.counters();
-    let ctx = Ctx {
-        db: &db,
+    let value_size_max: usize = flags.get("value_size_max", 100)?;
+    let setup = RunSetup {
         expected: &expected,
         shape,
-        locks: (0..shape.slots()).map(|_| Mutex::new(())).collect(),
-        history,
+        threads: flags.get("threads", 4)?,
+        seed: flags.get("seed", 0)?,
+        deadline: Instant::now() + Duration::from_millis(flags.get("duration_ms", 10_000)?),
+        ops_per_thread: flags.get("ops_per_thread", u64::MAX)?,
         wo,
-        value_size_max: flags.get("value_size_max", 100)?,
+        value_size_max,
+        history,
+        flush_interval: Duration::from_millis(flags.get("flush_interval_ms", 300)?),
+        faults,
+        locks: (0..shape.slots()).map(|_| Mutex::new(())).collect(),
+    };
+    let mut stats = RunStats::default();
+    let mut rounds = 0u64;
+    loop {
+        let faulted = run_round(&db, &setup, rounds, &mut stats);
+        if !faulted {
+            break;
+        }
+        // The injected failure stopped writes: reopen on the healthy file
+        // system. A table the manifest names but a release deleted would
+        // fail this open.
+        drop(db);
+        if let Some((fs, _)) = &setup.faults {
+            fs.clear_faults();
+        }
+        db = DB::open(&opts, &db_path)
+            .map_err(|e| open_failure(&db_path, e).context("reopen after a manifest failure"))?;
+        crate::verify::settle_after_reopen(&db, &expected, value_size_max)
+            .map_err(Failure::Check)?;
+        crate::verify::check_files_at_idle(&db, &db_path)
+            .map_err(|e| Failure::Check(format!("after the reopen: {e}")))?;
+        rounds += 1;
+        if Instant::now() >= setup.deadline
+            || stats.ops / setup.threads.max(1) >= setup.ops_per_thread
+        {
+            break;
+        }
+    }
+    drop(setup);
+    // A clean end: the whole database must match exactly, and hold exactly
+    // its live files.
+    crate::verify::check_files_at_idle(&db, &db_path)
+        .map_err(|e| Failure::Check(format!("at the end: {e}")))?;
+    let checked =
+        crate::verify::verify_open_db(&db, &expected, value_size_max).map_err(Failure::Check)?;
+    expected.clear_history()?;
+    println!(
+        "run: {} ops, {} reads verified, {rounds} injected manifest failures survived, then {} keys verified at the end",
+        stats.ops, stats.reads_verified, checked
+    );
+    Ok(stats)
+}
+
+/// One round of worker threads until the deadline, the operation budget,
+/// or an injected manifest failure. Returns true if the failure stopped
+/// the database (it must be reopened); otherwise the round ended with the
+/// database flushed.
+fn run_round(db: &DB, setup: &RunSetup<'_>, round: u64, stats: &mut RunStats) -> bool {
+    let expected = setup.expected;
+    let (ops0, reads0) = expected.counters();
+    let ctx = Ctx {
+        db,
+        expected,
+        shape: setup.shape,
+        locks: &setup.locks,
+        history: setup.history.as_ref(),
+        wo: setup.wo.clone(),
+        value_size_max: setup.value_size_max,
         ops: AtomicU64::new(0),
         reads_verified: AtomicU64::new(0),
         stop: AtomicBool::new(false),
+        fault_armed: AtomicBool::new(false),
     };
-    let deadline = Instant::now() + duration;
+    let threads = setup.threads;
+    let ops_left = setup
+        .ops_per_thread
+        .saturating_sub(stats.ops / threads.max(1));
     let workers_done = AtomicU64::new(0);
     std::thread::scope(|s| {
         for t in 0..threads {
             let (ctx, workers_done) = (&ctx, &workers_done);
+            let seed = setup
+                .seed
+                .wrapping_mul(1000)
+                .wrapping_add(t)
+                .wrapping_add(round.wrapping_mul(7919));
             s.spawn(move || {
-                ctx.thread_main(seed.wrapping_mul(1000) + t, deadline, ops_per_thread);
+                ctx.thread_main(seed, setup.deadline, ops_left);
                 workers_done.fetch_add(1, Ordering::SeqCst);
             });
         }
-        // The monitor: counters to the file, and flushes without a log.
-        let mut last_flush = Instant::now();
+        // The monitor: counters to the file, flushes without a log, and
+        // the manifest failure.
+        let (mut last_flush, started) = (Instant::now(), Instant::now());
+        let mut fault_rng = StdRng::seed_from_u64(setup.seed ^ round);
         while workers_done.load(Ordering::SeqCst) < threads {
             std::thread::sleep(Duration::from_millis(20));
             let (ops, reads) = (
@@ -502,37 +647,52 @@ pub fn run(flags: &Flags) -> Result<RunStats, Failure> {
                 ctx.reads_verified.load(Ordering::Relaxed),
             );
             expected.set_counters(ops0 + ops, reads0 + reads);
-            if let Some(h) = &ctx.history {
-                if last_flush.elapsed() >= flush_interval {
+            if let Some(h) = ctx.history {
+                if last_flush.elapsed() >= setup.flush_interval {
                     let before = h.lock().unwrap_or_else(|e| e.into_inner()).len();
                     db.flush().unwrap_or_else(|e| db_error("flush", e));
                     expected.set_history_floor(before);
                     last_flush = Instant::now();
                 }
             }
+            if let Some((fs, interval)) = &setup.faults {
+                if !ctx.fault_armed.load(Ordering::Relaxed) && started.elapsed() >= *interval {
+                    let op = if fault_rng.gen_bool(0.5) {
+                        FileOp::Sync
+                    } else {
+                        FileOp::Append
+                    };
+                    ctx.fault_armed.store(true, Ordering::Relaxed);
+                    fs.inject(FaultRule::new(&[op]).path_contains("MANIFEST").times(1));
+                    if let Err(e) = db.flush() {
+                        if !ctx.is_injected(&e) {
+                            db_error("flush", e);
+                        }
+                        ctx.stop.store(true, Ordering::Relaxed);
+                    }
+                }
+            }
         }
     });
-    let stats = RunStats {
-        ops: ctx.ops.load(Ordering::Relaxed),
-        reads_verified: ctx.reads_verified.load(Ordering::Relaxed),
-    };
-    expected.set_counters(ops0 + stats.ops, reads0 + stats.reads_verified);
-    drop(ctx);
-    if disable_wal {
-        // The history goes next; writes the log never saw must be in
-        // tables first, or a kill between here and the close (which would
-        // flush them too) loses them with nothing left to explain it.
-        db.flush().unwrap_or_else(|e| db_error("flush", e));
-    }
-    // A clean end: the whole database must match exactly.
-    let checked = crate::verify::verify_open_db(&db, &expected, flags.get("value_size_max", 100)?)
-        .map_err(Failure::Check)?;
-    expected.clear_history()?;
-    println!(
-        "run: {} ops, {} reads verified, then {} keys verified at the end",
-        stats.ops, stats.reads_verified, checked
+    stats.ops += ctx.ops.load(Ordering::Relaxed);
+    stats.reads_verified += ctx.reads_verified.load(Ordering::Relaxed);
+    expected.set_counters(
+        ops0 + ctx.ops.load(Ordering::Relaxed),
+        reads0 + ctx.reads_verified.load(Ordering::Relaxed),
     );
-    Ok(stats)
+    // The workers' snapshots and iterators are gone. An armed failure no
+    // write met yet is taken back; one a background job met shows now.
+    if let Some((fs, _)) = &setup.faults {
+        fs.clear_faults();
+    }
+    // Writes the log never saw (--disable_wal) must be in tables before
+    // the history goes, or a kill between here and the close (which would
+    // flush them too) loses them with nothing left to explain it.
+    match db.flush().and_then(|()| db.wait_for_compact()) {
+        Ok(()) => false,
+        Err(e) if ctx.is_injected(&e) => true,
+        Err(e) => db_error("flush at the end of a round", e),
+    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,10 @@
 //! scan, a backward scan, and a get of every key. Every value must be one
 //! the stress test wrote for that key, and the members of a group must show
 //! the same write.
+//!
+//! At every idle point (after a reopen, at the end of a run) the table
+//! files in the directory must be exactly the live ones: nothing a dead
+//! version held is left behind, nothing the manifest names is gone.
 
 use std::collections::BTreeSet;
 
@@ -160,7 +164,54 @@ pub fn verify_after_crash(flags: &Flags) -> Result<u64, Failure> {
         None => settle_in_flight(&expected, &seen).map_err(Failure::Check)?,
     }
     expected.clear_history()?;
+    check_files_at_idle(&db, &db_path).map_err(Failure::Check)?;
     Ok(u64::from(shape.keys + shape.groups * shape.group_size))
+}
+
+/// Reopened with the log on: reads every slot and folds the writes that
+/// were in flight into the expected state (see [`settle_in_flight`]).
+pub fn settle_after_reopen(
+    db: &DB,
+    expected: &ExpectedState,
+    value_size_max: usize,
+) -> Result<(), String> {
+    let seen = observe_all(db, expected.shape(), value_size_max)?;
+    settle_in_flight(expected, &seen)
+}
+
+/// Waits until no flush or compaction runs, then checks that the table
+/// files in `db_path` are exactly the live ones and that one manifest is
+/// left. The caller holds no iterator (a snapshot holds no file).
+pub fn check_files_at_idle(db: &DB, db_path: &str) -> Result<(), String> {
+    db.wait_for_compact()
+        .map_err(|e| format!("wait_for_compact: {e}"))?;
+    let names: Vec<String> = std::fs::read_dir(db_path)
+        .map_err(|e| format!("list {db_path}: {e}"))?
+        .filter_map(|d| d.ok().map(|d| d.file_name().to_string_lossy().into_owned()))
+        .collect();
+    let on_disk: BTreeSet<String> = names
+        .iter()
+        .filter(|n| n.ends_with(".sst"))
+        .map(|n| format!("/{n}"))
+        .collect();
+    let live: BTreeSet<String> = db
+        .live_files()
+        .map_err(|e| format!("live_files: {e}"))?
+        .into_iter()
+        .map(|f| f.name)
+        .collect();
+    if on_disk != live {
+        let leaked: Vec<_> = on_disk.difference(&live).collect();
+        let missing: Vec<_> = live.difference(&on_disk).collect();
+        return Err(format!(
+            "files at an idle point: on disk but not live {leaked:?}, live but missing {missing:?}"
+        ));
+    }
+    let manifests = names.iter().filter(|n| n.starts_with("MANIFEST-")).count();
+    if manifests != 1 {
+        return Err(format!("{manifests} manifests at an idle point: {names:?}"));
+    }
+    Ok(())
 }
 
 /// Log on: each slot shows its acknowledged state or its write in flight.
