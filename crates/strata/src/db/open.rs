@@ -49,15 +49,23 @@ pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
         )));
     }
     fs.create_dir_all(dir)?;
-    if !has_db {
-        refuse_orphaned_data(fs.as_ref(), dir)?;
-    }
     let lock = fs.lock(&lock_file_name(dir)).map_err(|e| match e {
         Error::Busy(what) => Error::Busy(format!(
             "database {shown} is already open (LOCK is held): {what}"
         )),
         e => e,
     })?;
+    // Another process may have made the database between the first look
+    // and the lock: what the directory holds is decided under the lock.
+    let has_db = has_db || fs.exists(&current_file_name(dir));
+    if has_db && opts.error_if_exists {
+        return Err(Error::invalid_argument(format!(
+            "{shown} already holds a database and error_if_exists is true"
+        )));
+    }
+    if !has_db {
+        refuse_orphaned_data(fs.as_ref(), dir)?;
+    }
     let ucmp = opts.comparator.clone();
     let icmp = InternalKeyComparator::new(ucmp.clone());
     let versions = if has_db {
