@@ -358,12 +358,13 @@ impl Ctx<'_> {
     /// and compacted since.
     fn recheck_snapshot(&self, held: &mut Held<'_>) {
         for &(slot, was) in &held.seen {
-            held.it.seek(key_name(slot));
+            let key = key_name(slot);
+            held.it.seek(&key);
             held.it
                 .status()
                 .unwrap_or_else(|e| db_error("held iterator", e));
             let by_held = match held.it.item() {
-                Some((k, v)) if *k == key_name(slot)[..] => {
+                Some((k, v)) if k == &key[..] => {
                     self.observe(slot, Some(v)).unwrap_or_else(|e| fail(e))
                 }
                 _ => Observed::Absent,
@@ -375,7 +376,7 @@ impl Ctx<'_> {
             }
             let v = held
                 .snap
-                .get(key_name(slot))
+                .get(&key)
                 .unwrap_or_else(|e| db_error("snapshot get", e));
             let now = self.observe(slot, v.as_deref()).unwrap_or_else(|e| fail(e));
             if now != was {
@@ -385,13 +386,13 @@ impl Ctx<'_> {
             }
             let mut it = held
                 .snap
-                .iterator(IteratorMode::From(&key_name(slot), Direction::Forward));
+                .iterator(IteratorMode::From(&key, Direction::Forward));
             let first = it
                 .next()
                 .transpose()
                 .unwrap_or_else(|e| db_error("snapshot scan", e));
             let by_iter = match first {
-                Some((k, v)) if *k == key_name(slot)[..] => {
+                Some((k, v)) if *k == key[..] => {
                     self.observe(slot, Some(&v)).unwrap_or_else(|e| fail(e))
                 }
                 _ => Observed::Absent,

@@ -213,12 +213,7 @@ fn deleted_keys_stay_deleted_to_the_bottom() {
 
 /// Table files in the database directory.
 fn tables_on_disk(fs: &MemFileSystem) -> usize {
-    use strata::env::FileSystem;
-    fs.list(std::path::Path::new("/db"))
-        .unwrap()
-        .iter()
-        .filter(|n| n.ends_with(".sst"))
-        .count()
+    common::files_ending(fs, "/db", ".sst").len()
 }
 
 fn live_tables(db: &DB) -> usize {

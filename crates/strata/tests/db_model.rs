@@ -176,15 +176,7 @@ fn manifest_fault(db: &DB, fs: &FaultInjectionFileSystem, model: &Model, rng: &m
             assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "get after the fault");
         }
         let tables = |fs: &FaultInjectionFileSystem| {
-            let mut t: Vec<String> = fs
-                .inner()
-                .list(std::path::Path::new("/db"))
-                .unwrap()
-                .into_iter()
-                .filter(|n| n.ends_with(".sst"))
-                .collect();
-            t.sort();
-            t
+            common::files_ending(fs.inner().as_ref(), "/db", ".sst")
         };
         let before = tables(fs);
         drop(held);

@@ -294,13 +294,13 @@ fn failed_manifest_write_then_reader_release_deletes_nothing() {
                 db.flush().unwrap_err()
             };
             assert_injected(&e, &what);
-            let tables_before = tables_in(fs.inner().as_ref());
+            let tables_before = common::files_ending(fs.inner().as_ref(), DB_DIR, ".sst");
             it.seek_to_first();
             assert_eq!(it.key(), Some(&b"k00000"[..]), "{what}");
             drop(it);
             drop(snapshot);
             assert_eq!(
-                tables_in(fs.inner().as_ref()),
+                common::files_ending(fs.inner().as_ref(), DB_DIR, ".sst"),
                 tables_before,
                 "{what}: a table was deleted after the manifest write failed"
             );
@@ -312,15 +312,4 @@ fn failed_manifest_write_then_reader_release_deletes_nothing() {
             common::assert_files_are_live(fs.inner().as_ref(), DB_DIR, &db, &what);
         }
     }
-}
-
-fn tables_in(fs: &dyn strata::env::FileSystem) -> Vec<String> {
-    let mut names: Vec<String> = fs
-        .list(std::path::Path::new(DB_DIR))
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.ends_with(".sst"))
-        .collect();
-    names.sort();
-    names
 }

@@ -1,6 +1,8 @@
 //! The table files of the current version, as `rocksdb::DB::live_files`
 //! reports them.
 
+use std::path::Path;
+
 use crate::error::Result;
 use crate::version::NUM_LEVELS;
 
@@ -44,14 +46,12 @@ impl DB {
             for f in version.files(level) {
                 let table = self.inner.table_cache.get_for(f)?;
                 let props = table.properties();
-                let path = table_file_name(&self.inner.dir, f.number);
-                let file_name = path
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
                 out.push(LiveFile {
                     column_family_name: "default".into(),
-                    name: format!("/{file_name}"),
+                    // The name below the database directory, as RocksDB.
+                    name: table_file_name(Path::new("/"), f.number)
+                        .display()
+                        .to_string(),
                     size: f.file_size as usize,
                     level: level as i32,
                     start_key: Some(f.smallest.user_key().to_vec()),

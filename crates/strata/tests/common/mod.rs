@@ -6,17 +6,25 @@ use std::path::Path;
 use strata::env::FileSystem;
 use strata::DB;
 
+/// Names of the files in `dir` that end with `suffix`, sorted.
+pub fn files_ending(fs: &dyn FileSystem, dir: &str, suffix: &str) -> Vec<String> {
+    let mut names: Vec<String> = fs
+        .list(Path::new(dir))
+        .unwrap_or_else(|e| panic!("list {dir}: {e}"))
+        .into_iter()
+        .filter(|n| n.ends_with(suffix))
+        .collect();
+    names.sort();
+    names
+}
+
 /// At an idle point (no flush or compaction running, no reader holding
 /// an old version), the table files on disk are exactly those of the
 /// current version, and there is one manifest and no temporary file.
 /// Returns the number of tables.
 pub fn assert_files_are_live(fs: &dyn FileSystem, dir: &str, db: &DB, what: &str) -> usize {
-    let names = fs
-        .list(Path::new(dir))
-        .unwrap_or_else(|e| panic!("{what}: list {dir}: {e}"));
-    let on_disk: BTreeSet<String> = names
-        .iter()
-        .filter(|n| n.ends_with(".sst"))
+    let on_disk: BTreeSet<String> = files_ending(fs, dir, ".sst")
+        .into_iter()
         .map(|n| format!("/{n}"))
         .collect();
     let live: BTreeSet<String> = db
@@ -31,11 +39,10 @@ pub fn assert_files_are_live(fs: &dyn FileSystem, dir: &str, db: &DB, what: &str
         leaked.is_empty() && missing.is_empty(),
         "{what}: tables on disk but not live: {leaked:?}; live but not on disk: {missing:?}"
     );
+    let names = files_ending(fs, dir, "");
     let manifests = names.iter().filter(|n| n.starts_with("MANIFEST-")).count();
     assert_eq!(manifests, 1, "{what}: manifests on disk: {names:?}");
-    assert!(
-        !names.iter().any(|n| n.ends_with(".dbtmp")),
-        "{what}: temporary file left: {names:?}"
-    );
+    let temps = files_ending(fs, dir, ".dbtmp");
+    assert!(temps.is_empty(), "{what}: temporary files left: {temps:?}");
     live.len()
 }
