@@ -11,23 +11,35 @@
 # SCALE multiplies --num and --reads (default 1 = WORKLOADS.md's N; 0.1 for a
 # quick run). Every other flag is kept as WORKLOADS.md writes it.
 #
-# Needs a strata-bench built with RocksDB (about 20-40 minutes the first time):
-#   cargo build --release -p strata-bench --features rocksdb
+# Every figure is taken with native builds of both engines, as db_bench is
+# built (-march=native): without it the `rocksdb` crate compiles RocksDB
+# with no SSE4.2 (software CRC32C). Unless STRATA_BENCH names a binary, the
+# script uses target/native/release/strata-bench and builds it first if it
+# is missing (RocksDB's C++: 20-40 minutes the first time on 2 cores):
+#   RUSTFLAGS="-C target-cpu=native" CARGO_TARGET_DIR=target/native \
+#       cargo build --release -p strata-bench --features rocksdb
+# When target/native/db_bench exists (bench/build_db_bench.sh builds it from
+# the RocksDB source the `rocksdb` crate compiles) it runs as a third column,
+# the check that the harness configures RocksDB as db_bench does.
 #
 # Environment (all optional):
-#   STRATA_BENCH  the binary (default: target/release/strata-bench of this repo)
+#   STRATA_BENCH  the binary (default: target/native/release/strata-bench,
+#                 built if missing)
 #   SHM_DIR       parent of the read-benchmark databases (default /dev/shm)
 #   DISK_DIR      parent of W4's databases, on disk (default /tmp)
 #   LOG_DIR       where the full outputs are kept (default /tmp/strata-compare-W-date)
-#   DB_BENCH      also run this db_bench (e.g. /usr/bin/db_bench, Debian's
-#                 rocksdb-tools) as a third column: a check that flags and
-#                 output agree. Debian's is RocksDB 7.8.3 built with assertions
-#                 on, so it is not the performance reference.
+#   DB_BENCH      the db_bench of the third column (default:
+#                 target/native/db_bench if it exists; "none": no third column)
+#   RUNS          how many times to run the whole workload (default 1); the
+#                 table then gives each engine's median and every run's
+#                 ratio, so the spread is visible
 #   W1_READ_RUNS  how many times to run W1's read (default 1; the first read
 #                 after the fill may overlap compactions the fill left pending,
 #                 and RocksDB starts them again when it reopens)
 #   W2_TYPES      data block index types for W2 (default "0 1")
 #   W4_S          stream counts for W4 (default "1 2 4 8 16 32 64")
+#   W6_BENCHMARKS W6's benchmark list (default WORKLOADS.md's six; at scale 1
+#                 readwhilewriting alone takes 2-3 minutes per engine)
 #
 # W3 (multireadrandom) and W5 (NextPrefix) are not db_bench benchmarks of this
 # tool yet; for those see ../shared/bench/rocksdb.sh and build_w5_rocksdb.sh.
@@ -52,8 +64,23 @@ case $W in
     *) die "unknown workload '$1': expected W1, W2, W4 or W6" ;;
 esac
 
-BIN=${STRATA_BENCH:-$ROOT/target/release/strata-bench}
-[[ -x $BIN ]] || die "no $BIN: cargo build --release -p strata-bench --features rocksdb"
+NATIVE_TARGET=$ROOT/target/native
+if [[ -n ${STRATA_BENCH:-} ]]; then
+    BIN=$STRATA_BENCH
+    [[ -x $BIN ]] || die "STRATA_BENCH=$BIN is not an executable"
+else
+    BIN=$NATIVE_TARGET/release/strata-bench
+    if [[ ! -x $BIN ]]; then
+        echo "compare.sh: building $BIN (native, with RocksDB; 20-40 minutes the first time)" >&2
+        (cd "$ROOT" && RUSTFLAGS="-C target-cpu=native" CARGO_TARGET_DIR=$NATIVE_TARGET \
+            cargo build --release -p strata-bench --features rocksdb) ||
+            die "building $BIN failed (RocksDB needs libclang-dev and a C++ compiler)"
+    fi
+fi
+if [[ -z ${DB_BENCH:-} && -x $NATIVE_TARGET/db_bench ]]; then DB_BENCH=$NATIVE_TARGET/db_bench; fi
+[[ ${DB_BENCH:-} == none ]] && DB_BENCH=
+RUNS=${RUNS:-1}
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer, got '$RUNS'"
 SHM_DIR=${SHM_DIR:-/dev/shm}
 [[ -d $SHM_DIR ]] || SHM_DIR=${TMPDIR:-/tmp}
 DISK_DIR=${DISK_DIR:-/tmp}
@@ -66,9 +93,12 @@ trap 'rm -rf -- "$WORK" "$DISK_WORK"' EXIT
 ENGINES=(rocksdb strata)
 [[ -n ${DB_BENCH:-} ]] && ENGINES+=(db_bench)
 
-probe=$("$BIN" --engine=rocksdb --benchmarks= --num=1 --db="$WORK/probe" 2>&1 >/dev/null) ||
+probe=$("$BIN" --engine=rocksdb --benchmarks= --num=1 --db="$WORK/probe" 2>&1) ||
     die "$BIN has no RocksDB engine: $probe"
 rm -rf -- "$WORK/probe"
+BUILD=$(sed -n 's/^Build: *//p' <<<"$probe" | head -n1)
+[[ $BUILD == *sse4.2* ]] ||
+    echo "compare.sh: WARNING: $BIN is not a native build ($BUILD); RocksDB's CRC32C is software" >&2
 
 scaled() { awk -v n="$1" -v s="$SCALE" 'BEGIN { v = int(n * s + 0.5); if (v < 1) v = 1; print v }'; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
@@ -79,7 +109,7 @@ dbsize() { du -sb "$1" 2>/dev/null | cut -f1; }
 run() {
     local engine=$1 name=$2
     shift 2
-    local out="$LOG_DIR/$name-$engine.out" cmd
+    local out="$LOG_DIR/$name-$engine$RUN_SUFFIX.out" cmd
     if [[ $engine == db_bench ]]; then
         cmd=("$DB_BENCH" "$@")
     else
@@ -96,7 +126,9 @@ run() {
     rm -f -- "$out.err"
 }
 
-ROWS=()  # "workload|step|benchmark|engine|micros_per_op"
+ROWS=()  # "run|workload|step|benchmark|engine|micros_per_op"
+RUN=1
+RUN_SUFFIX="" # "-runN" in log names when RUNS > 1
 EXTRA=() # free-form lines printed after the table
 ORDER=0  # flips the engine order of each step
 
@@ -117,12 +149,12 @@ step() {
     echo "-- $W $name: ${engines[*]} (load $(load))"
     for e in "${engines[@]}"; do
         run "$e" "$name" --db="$parent/$key-$e" "$@"
-        local line
+        local line out="$LOG_DIR/$name-$e$RUN_SUFFIX.out"
         while read -r line; do
             [[ -z $line ]] && continue
-            ROWS+=("$W|$name|${line% *}|$e|${line##* }")
-        done < <(awk '/^[A-Za-z0-9_]+ +: +[0-9.]+ micros\/op/ { print $1, $3 }' "$LOG_DIR/$name-$e.out")
-        grep -E '^[A-Za-z0-9_]+ +: ' "$LOG_DIR/$name-$e.out" | sed "s/^/   $e: /"
+            ROWS+=("$RUN|$W|$name|${line% *}|$e|${line##* }")
+        done < <(awk '/^[A-Za-z0-9_]+ +: +[0-9.]+ micros\/op/ { print $1, $3 }' "$out")
+        grep -E '^[A-Za-z0-9_]+ +: ' "$out" | sed "s/^/   $e: /"
     done
 }
 
@@ -132,7 +164,7 @@ sizes() {
     local e parent=$WORK key=$dbkey s=""
     if [[ $dbkey == disk:* ]]; then parent=$DISK_WORK; key=${dbkey#disk:}; fi
     for e in "${ENGINES[@]}"; do s+=" $e $(dbsize "$parent/$key-$e") B;"; done
-    EXTRA+=("$W $label: database size:$s")
+    EXTRA+=("$W$RUN_SUFFIX $label: database size:$s")
 }
 
 # levelfiles LABEL NAME: table files per level from a `levelstats` block
@@ -144,8 +176,8 @@ levelfiles() {
                  on && /^-+$/ { next }
                  on && /^ *[0-9]+ +[0-9]+/ { printf "L%s=%s ", $1, $2; n += $2; next }
                  on { on = 0 }
-                 END { printf "(total %d)", n }' "$LOG_DIR/$name-$e.out")
-        EXTRA+=("$W $label: files per level, $e: $f")
+                 END { printf "(total %d)", n }' "$LOG_DIR/$name-$e$RUN_SUFFIX.out")
+        EXTRA+=("$W$RUN_SUFFIX $label: files per level, $e: $f")
     done
 }
 
@@ -153,14 +185,14 @@ levelfiles() {
 writeamp() {
     local label=$1 name=$2 ub=$3 e
     for e in "${ENGINES[@]}"; do
-        local out="$LOG_DIR/$name-$e.out" wa
+        local out="$LOG_DIR/$name-$e$RUN_SUFFIX.out" wa
         if [[ $e == strata ]]; then
             wa=$(sed -n -E 's/^Write amplification \(flush \+ compaction bytes \/ user bytes\): ([0-9.]+).*/\1/p' "$out" | head -n1)
         else
             # RocksDB: the Sum row's Write(GB) counts flushes and compactions.
             wa=$(awk -v ub="$ub" '/^Cumulative compaction: / { printf "%.2f", $3 * 1073741824 / ub; exit }' "$out")
         fi
-        EXTRA+=("$W $label: write-amp $e: ${wa:--}")
+        EXTRA+=("$W$RUN_SUFFIX $label: write-amp $e: ${wa:--}")
     done
 }
 
@@ -217,37 +249,65 @@ w4() {
 w6() {
     local N
     N=$(scaled 5000000)
-    step mixed w6 --benchmarks=fillrandom,readrandom,seekrandom,readseq,overwrite,readwhilewriting \
+    step mixed w6 --benchmarks="${W6_BENCHMARKS:-fillrandom,readrandom,seekrandom,readseq,overwrite,readwhilewriting}" \
         --num="$N" --key_size=16 --value_size=100 --compression_type=snappy --seed=1
     sizes "at end" w6
 }
 
-echo "== $W scale=$SCALE binary=$BIN host=$(hostname) $(date -Is); logs: $LOG_DIR"
+echo "== $W scale=$SCALE runs=$RUNS host=$(hostname) $(date -Is); logs: $LOG_DIR"
+echo "== strata-bench: $BIN ($BUILD)"
+echo "== db_bench: ${DB_BENCH:-none (bench/build_db_bench.sh builds one)}"
 T0=$(date +%s)
-case $W in
-    W1) w1 ;; W2) w2 ;; W4) w4 ;; W6) w6 ;;
-esac
+for ((RUN = 1; RUN <= RUNS; RUN++)); do
+    ((RUNS > 1)) && { RUN_SUFFIX="-run$RUN"; echo "== run $RUN of $RUNS"; }
+    case $W in
+        W1) w1 ;; W2) w2 ;; W4) w4 ;; W6) w6 ;;
+    esac
+    rm -rf -- "${WORK:?}"/* "${DISK_WORK:?}"/*
+done
 
+# The table: per step and benchmark, each engine's median micros/op over the
+# runs, Strata / RocksDB of the medians, and with RUNS > 1 the range of the
+# per-run ratios; with db_bench, the harness's RocksDB over db_bench too
+# (the fairness check: 1.00 is the same speed).
 echo
-echo "== $W scale=$SCALE: micros/op (ratio = Strata / RocksDB; below 1 is Strata faster)"
-printf '%-8s %-20s %-16s %12s %12s %8s' workload step benchmark RocksDB Strata ratio
-[[ -n ${DB_BENCH:-} ]] && printf ' %12s' db_bench
-printf '\n'
-declare -A VAL
-KEYS=()
-for r in "${ROWS[@]}"; do
-    IFS='|' read -r w s b e v <<<"$r"
-    k="$w|$s|$b"
-    [[ -z ${VAL[$k|seen]:-} ]] && { KEYS+=("$k"); VAL[$k|seen]=1; }
-    VAL[$k|$e]=$v
-done
-for k in "${KEYS[@]}"; do
-    IFS='|' read -r w s b <<<"$k"
-    rv=${VAL[$k|rocksdb]:--}; sv=${VAL[$k|strata]:--}
-    ratio=$(awk -v r="$rv" -v s="$sv" 'BEGIN { if (r + 0 > 0 && s != "-") printf "%.2f", s / r; else print "-" }')
-    printf '%-8s %-20s %-16s %12s %12s %8s' "$w" "$s" "$b" "$rv" "$sv" "$ratio"
-    [[ -n ${DB_BENCH:-} ]] && printf ' %12s' "${VAL[$k|db_bench]:--}"
-    printf '\n'
-done
+echo "== $W scale=$SCALE runs=$RUNS: micros/op, median over runs (ratio = Strata / RocksDB; below 1 is Strata faster)"
+printf '%s\n' "${ROWS[@]}" | awk -F'|' -v runs="$RUNS" -v dbb="${DB_BENCH:+1}" '
+function median(list,    n, a, i, j, t) {
+    n = split(list, a, " ")
+    for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+function range(list,    n, a, i, lo, hi) {
+    n = split(list, a, " "); lo = hi = a[1]
+    for (i = 2; i <= n; i++) { if (a[i] < lo) lo = a[i]; if (a[i] > hi) hi = a[i] }
+    return n > 1 ? sprintf("%.2f-%.2f", lo, hi) : sprintf("%.2f", lo)
+}
+{
+    k = $2 "|" $3 "|" $4
+    if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
+    v[k, $5] = v[k, $5] " " $6
+    val[k, $5, $1] = $6
+}
+END {
+    printf "%-8s %-20s %-16s %10s %10s %7s", "workload", "step", "benchmark", "RocksDB", "Strata", "ratio"
+    if (runs > 1) printf " %11s", "per run"
+    if (dbb) printf " %10s %11s", "db_bench", "RocksDB/dbb"
+    printf "\n"
+    for (i = 1; i <= nk; i++) {
+        k = keys[i]; split(k, f, "|")
+        r = (k SUBSEP "rocksdb") in v ? median(v[k, "rocksdb"]) : ""
+        s = (k SUBSEP "strata") in v ? median(v[k, "strata"]) : ""
+        d = (k SUBSEP "db_bench") in v ? median(v[k, "db_bench"]) : ""
+        printf "%-8s %-20s %-16s %10s %10s %7s", f[1], f[2], f[3], r == "" ? "-" : sprintf("%.3f", r),
+            s == "" ? "-" : sprintf("%.3f", s), (r > 0 && s != "") ? sprintf("%.2f", s / r) : "-"
+        if (runs > 1) {
+            rl = ""; for (n = 1; n <= runs; n++) if ((k SUBSEP "rocksdb" SUBSEP n) in val && (k SUBSEP "strata" SUBSEP n) in val && val[k, "rocksdb", n] > 0) rl = rl " " val[k, "strata", n] / val[k, "rocksdb", n]
+            printf " %11s", rl == "" ? "-" : range(rl)
+        }
+        if (dbb) printf " %10s %11s", d == "" ? "-" : sprintf("%.3f", d), (d > 0 && r != "") ? sprintf("%.2f", r / d) : "-"
+        printf "\n"
+    }
+}'
 for x in "${EXTRA[@]}"; do echo "  $x"; done
 echo "== $W done in $(($(date +%s) - T0)) s (load $(load)); full outputs and command lines in $LOG_DIR"

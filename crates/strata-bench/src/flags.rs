@@ -153,6 +153,8 @@ define_flags! {
     compression_ratio: f64 = 0.5;
     /// Block cache bytes; <= 0: no block cache.
     cache_size: i64 = 32 << 20;
+    /// RocksDB's block cache: hyper_clock_cache (= auto_hyper_clock_cache), fixed_hyper_clock_cache or lru_cache. Strata has one block cache and accepts every name.
+    cache_type: String = "hyper_clock_cache".into();
     /// Bloom filter bits per key; negative: the default (none); 0: none.
     bloom_bits: i32 = -1;
     /// Target bytes of a data block.
@@ -185,6 +187,8 @@ define_flags! {
     disable_auto_compactions: bool = false;
     /// Background threads for flushes and compactions.
     max_background_jobs: i32 = 2;
+    /// RocksDB: write the log of the next write group while the previous one fills the memtable. Strata commits a group with one leader either way.
+    enable_pipelined_write: bool = true;
     /// Table files kept open; -1: no limit.
     open_files: i32 = -1;
     /// Use binary search plus a hash index in data blocks (--data_block_index_type=1 is the same).
@@ -213,6 +217,8 @@ define_flags! {
     multiread_batched: bool = false;
     /// Seed of the random generators; 0: from the clock.
     seed: i64 = 0;
+    /// RocksDB perf context level, set in every benchmark thread: 1 disabled, 2 counts, 3-6 timers. Strata has no perf context and takes only 1.
+    perf_level: i32 = 1;
     /// Print a histogram of operation latencies.
     histogram: bool = false;
     /// Report interim stats every N operations; 0: no interim reports.

@@ -306,6 +306,34 @@ impl<'o> Runner<'o> {
             self.config.compression.header_name()
         )?;
         writeln!(out, "Engine:     {}", self.engine_name)?;
+        if self.config.cache_size == 0 {
+            writeln!(out, "Block cache: none")?;
+        } else if self.engine_name == "strata" {
+            writeln!(
+                out,
+                "Block cache: {} bytes, Strata's sharded LRU",
+                self.config.cache_size
+            )?;
+        } else {
+            writeln!(
+                out,
+                "Block cache: {} bytes, {}",
+                self.config.cache_size,
+                self.config.cache_type.name()
+            )?;
+        }
+        if self.engine_name != "strata" {
+            writeln!(
+                out,
+                "Pipelined write: {}",
+                self.config.enable_pipelined_write
+            )?;
+        }
+        writeln!(out, "Perf Level: {}", f.perf_level)?;
+        writeln!(out, "Build:      {}", build_line())?;
+        for w in build_warnings() {
+            writeln!(out, "WARNING: {w}")?;
+        }
         writeln!(out, "------------------------------------------------")?;
         Ok(())
     }
@@ -509,6 +537,7 @@ impl<'o> Runner<'o> {
             for th in states.iter_mut() {
                 let (shared, gate) = (&shared, &gate);
                 let spawned = std::thread::Builder::new().spawn_scoped(s, move || {
+                    shared.engine.thread_start();
                     if !gate.wait() {
                         return Ok(());
                     }
@@ -633,6 +662,46 @@ fn level_stats_from_counts(counts: &[u64]) -> String {
         s.push_str(&format!("{level:>3} {n:>8} {:>8}\n", "?"));
     }
     s
+}
+
+/// How this binary was compiled: what a figure depends on besides the code.
+pub fn build_line() -> String {
+    let features: Vec<&str> = [
+        ("sse4.2", cfg!(target_feature = "sse4.2")),
+        ("avx2", cfg!(target_feature = "avx2")),
+        ("bmi2", cfg!(target_feature = "bmi2")),
+    ]
+    .into_iter()
+    .filter_map(|(name, on)| on.then_some(name))
+    .collect();
+    format!(
+        "{}, target features: {}",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+        if features.is_empty() {
+            "baseline x86-64 (no -C target-cpu=native)".to_string()
+        } else {
+            features.join(" ")
+        }
+    )
+}
+
+/// db_bench's `PrintWarnings`, for this build.
+fn build_warnings() -> Vec<&'static str> {
+    let mut w = Vec::new();
+    if cfg!(debug_assertions) {
+        w.push("Optimization is disabled: benchmarks unnecessarily slow");
+    }
+    if cfg!(all(target_arch = "x86_64", not(target_feature = "sse4.2"))) {
+        w.push(
+            "built without RUSTFLAGS=\"-C target-cpu=native\": a RocksDB engine in this \
+             binary runs a software CRC32C (see bench/compare.sh)",
+        );
+    }
+    w
 }
 
 /// db_bench's `PrintEnvironment` (stderr).

@@ -47,6 +47,56 @@ impl Compression {
     }
 }
 
+/// RocksDB's block cache implementation (`--cache_type`), as db_bench
+/// builds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheType {
+    /// `hyper_clock_cache` or `auto_hyper_clock_cache` (db_bench's default):
+    /// the lock-free clock cache sizing its table as it goes (estimated
+    /// entry charge 0).
+    HyperClock,
+    /// `fixed_hyper_clock_cache`: the clock cache with a table sized for
+    /// entries of `--block_size` bytes.
+    FixedHyperClock,
+    /// `lru_cache`: the sharded, mutex-protected LRU cache.
+    Lru,
+}
+
+impl CacheType {
+    /// Parses db_bench's names. `clock_cache` is gone from RocksDB 11, as
+    /// db_bench says.
+    pub fn parse(name: &str) -> Result<CacheType> {
+        match name {
+            "hyper_clock_cache" | "auto_hyper_clock_cache" => Ok(CacheType::HyperClock),
+            "fixed_hyper_clock_cache" => Ok(CacheType::FixedHyperClock),
+            "lru_cache" => Ok(CacheType::Lru),
+            "clock_cache" => Err(Error::Usage(
+                "--cache_type=clock_cache: the old clock cache was removed from RocksDB; \
+                 use hyper_clock_cache"
+                    .into(),
+            )),
+            _ => Err(Error::Usage(format!(
+                "unknown --cache_type={name}: expected hyper_clock_cache, \
+                 auto_hyper_clock_cache, fixed_hyper_clock_cache or lru_cache"
+            ))),
+        }
+    }
+
+    /// The name the header prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheType::HyperClock => "hyper_clock_cache",
+            CacheType::FixedHyperClock => "fixed_hyper_clock_cache",
+            CacheType::Lru => "lru_cache",
+        }
+    }
+}
+
+/// RocksDB's `PerfLevel` values (`--perf_level`): kDisable.
+pub const PERF_LEVEL_DISABLE: i32 = 1;
+/// One past RocksDB's highest `PerfLevel` (kEnableTime = 6).
+pub const PERF_LEVEL_OUT_OF_BOUNDS: i32 = 7;
+
 /// Per-write options.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WriteMode {
@@ -71,10 +121,15 @@ pub struct EngineConfig {
     pub level0_stop_writes_trigger: i32,
     pub disable_auto_compactions: bool,
     pub max_background_jobs: i32,
+    pub enable_pipelined_write: bool,
+    /// RocksDB's perf level in every benchmark thread (1..=6).
+    pub perf_level: i32,
     pub open_files: i32,
     pub compression: Compression,
     /// Block cache bytes; 0: no block cache.
     pub cache_size: usize,
+    /// RocksDB's block cache implementation.
+    pub cache_type: CacheType,
     /// Bloom bits per key; 0: no filter.
     pub bloom_bits: u32,
     pub block_size: usize,
@@ -110,10 +165,22 @@ impl EngineConfig {
             level0_stop_writes_trigger: f.level0_stop_writes_trigger,
             disable_auto_compactions: f.disable_auto_compactions,
             max_background_jobs: f.max_background_jobs,
+            enable_pipelined_write: f.enable_pipelined_write,
+            perf_level: if (PERF_LEVEL_DISABLE..PERF_LEVEL_OUT_OF_BOUNDS).contains(&f.perf_level) {
+                f.perf_level
+            } else {
+                return Err(Error::Usage(format!(
+                    "--perf_level={}: expected {PERF_LEVEL_DISABLE} (disabled) to {} \
+                     (RocksDB's kEnableTime)",
+                    f.perf_level,
+                    PERF_LEVEL_OUT_OF_BOUNDS - 1
+                )));
+            },
             open_files: f.open_files,
             compression: Compression::parse(&f.compression_type)?,
             // db_bench: a cache size <= 0 means no block cache.
             cache_size: usize::try_from(f.cache_size.max(0)).unwrap_or(usize::MAX),
+            cache_type: CacheType::parse(&f.cache_type)?,
             // db_bench: negative means RocksDB's default, which is no filter.
             bloom_bits: u32::try_from(f.bloom_bits.max(0)).unwrap_or(0),
             block_size: positive("block_size", i64::from(f.block_size))?,
@@ -140,5 +207,63 @@ impl EngineConfig {
             ..Flags::default()
         };
         EngineConfig::from_flags(&f).expect("valid test options")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(args: &[&str]) -> Result<EngineConfig> {
+        match crate::flags::parse(args)? {
+            crate::flags::Command::Run(f) => EngineConfig::from_flags(&f),
+            crate::flags::Command::Help => panic!("help"),
+        }
+    }
+
+    #[test]
+    fn db_bench_defaults_for_rocksdb() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.cache_type, CacheType::HyperClock);
+        assert!(c.enable_pipelined_write);
+        assert_eq!(c.perf_level, PERF_LEVEL_DISABLE);
+    }
+
+    #[test]
+    fn cache_types_by_db_bench_name() {
+        for (name, want) in [
+            ("hyper_clock_cache", CacheType::HyperClock),
+            ("auto_hyper_clock_cache", CacheType::HyperClock),
+            ("fixed_hyper_clock_cache", CacheType::FixedHyperClock),
+            ("lru_cache", CacheType::Lru),
+        ] {
+            let c = config(&[&format!("--cache_type={name}")]).unwrap();
+            assert_eq!(c.cache_type, want, "{name}");
+        }
+        let e = config(&["--cache_type=clock_cache"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("removed"), "{e}");
+        let e = config(&["--cache_type=lru"]).unwrap_err().to_string();
+        assert!(e.contains("unknown --cache_type=lru"), "{e}");
+    }
+
+    #[test]
+    fn perf_level_in_rocksdb_range() {
+        assert_eq!(config(&["--perf_level=6"]).unwrap().perf_level, 6);
+        for bad in ["0", "7", "-1"] {
+            let e = config(&[&format!("--perf_level={bad}")])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("--perf_level"), "{e}");
+        }
+    }
+
+    #[test]
+    fn strata_refuses_perf_counting() {
+        let c = config(&["--perf_level=2"]).unwrap();
+        let e = crate::engine::check("strata", &c).unwrap_err().to_string();
+        assert!(e.contains("perf context"), "{e}");
+        assert!(crate::engine::check("strata", &config(&[]).unwrap()).is_ok());
     }
 }

@@ -20,7 +20,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 
-pub use config::{Compression, EngineConfig, WriteMode};
+pub use config::{CacheType, Compression, EngineConfig, WriteMode};
 
 /// Levels whose file counts `levelstats` and the comparison scripts report.
 pub const NUM_LEVELS: usize = 7;
@@ -137,6 +137,11 @@ pub trait EngineIterator {
 pub trait Engine: Send + Sync {
     /// The engine's name (`strata`, `rocksdb`, `model`).
     fn name(&self) -> &'static str;
+
+    /// Called first in every benchmark thread, before the clock starts, for
+    /// the engine's per-thread settings (db_bench's `ThreadBody` sets
+    /// RocksDB's perf level there).
+    fn thread_start(&self) {}
 
     /// Applies `batch` atomically.
     fn write(&self, batch: &Batch, mode: WriteMode) -> Result<()>;

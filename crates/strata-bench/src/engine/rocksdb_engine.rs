@@ -6,6 +6,7 @@
 
 use std::path::Path;
 
+use rocksdb::perf::PerfStatsLevel;
 use rocksdb::{
     BlockBasedOptions, BottommostLevelCompaction, Cache, ColumnFamilyDescriptor, CompactOptions,
     DBCompressionType, DataBlockIndexType, Options, ReadOptions, WaitForCompactOptions, WriteBatch,
@@ -13,7 +14,8 @@ use rocksdb::{
 };
 
 use super::{
-    batch_capacity, Batch, BatchEntry, Compression, Engine, EngineConfig, EngineIterator, WriteMode,
+    batch_capacity, Batch, BatchEntry, CacheType, Compression, Engine, EngineConfig,
+    EngineIterator, WriteMode,
 };
 use crate::error::{Error, Result};
 
@@ -44,6 +46,7 @@ fn options(cfg: &EngineConfig, create: bool) -> Options {
     o.set_level_zero_stop_writes_trigger(cfg.level0_stop_writes_trigger);
     o.set_disable_auto_compactions(cfg.disable_auto_compactions);
     o.set_max_background_jobs(cfg.max_background_jobs);
+    o.set_enable_pipelined_write(cfg.enable_pipelined_write);
     o.set_max_open_files(cfg.open_files);
     o.set_compression_type(match cfg.compression {
         Compression::None => DBCompressionType::None,
@@ -60,7 +63,7 @@ fn options(cfg: &EngineConfig, create: bool) -> Options {
         t.set_bloom_filter(f64::from(cfg.bloom_bits), false);
     }
     if cfg.cache_size > 0 {
-        t.set_block_cache(&Cache::new_lru_cache(cfg.cache_size));
+        t.set_block_cache(&block_cache(cfg));
     } else {
         t.disable_cache();
     }
@@ -76,10 +79,45 @@ fn options(cfg: &EngineConfig, create: bool) -> Options {
     o
 }
 
+/// The block cache db_bench builds for `--cache_type` (its `NewCache`).
+/// db_bench passes `--cache_numshardbits` (default -1: RocksDB picks) and
+/// for the LRU cache a high-priority pool ratio of 0; the crate's
+/// constructors take RocksDB's defaults for both (-1 and 0.5). With index
+/// and filter blocks outside the cache (db_bench's default) nothing is
+/// inserted at high priority, so the ratio changes nothing.
+fn block_cache(cfg: &EngineConfig) -> Cache {
+    match cfg.cache_type {
+        CacheType::HyperClock => Cache::new_hyper_clock_cache(cfg.cache_size, 0),
+        CacheType::FixedHyperClock => Cache::new_hyper_clock_cache(cfg.cache_size, cfg.block_size),
+        CacheType::Lru => Cache::new_lru_cache(cfg.cache_size),
+    }
+}
+
+/// RocksDB's perf level `level` (1..=6). Only the integer reaches RocksDB
+/// (`rocksdb_set_perf_level`); the crate's enum names lag RocksDB 11's
+/// `PerfLevel` (which added kEnableWait = 3), so the variant is chosen by
+/// its value, not its name.
+fn perf_stats_level(level: i32) -> PerfStatsLevel {
+    use PerfStatsLevel::*;
+    [
+        Uninitialized,
+        Disable,
+        EnableCount,
+        EnableTimeExceptForMutex,
+        EnableTimeAndCPUTimeExceptForMutex,
+        EnableTime,
+        OutOfBound,
+    ]
+    .into_iter()
+    .find(|l| *l as i32 == level)
+    .unwrap_or(Disable)
+}
+
 /// RocksDB, as an [`Engine`].
 pub struct RocksDbEngine {
     db: DB,
     read_options: ReadOptions,
+    perf_level: PerfStatsLevel,
     /// Kept for iterators: the crate's `ReadOptions` cannot be cloned.
     verify_checksum: bool,
     /// One per [`WriteMode`] (see [`mode_index`]), made once: db_bench
@@ -119,6 +157,7 @@ impl RocksDbEngine {
         Ok(RocksDbEngine {
             db,
             read_options: read_options(cfg),
+            perf_level: perf_stats_level(cfg.perf_level),
             verify_checksum: cfg.verify_checksum,
             write_options: std::array::from_fn(|i| {
                 let mut wo = WriteOptions::default();
@@ -148,6 +187,13 @@ pub fn destroy(cfg: &EngineConfig, path: &Path) -> Result<()> {
 impl Engine for RocksDbEngine {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    fn thread_start(&self) {
+        // db_bench's ThreadBody: `SetPerfLevel(shared->perf_level)`. The
+        // level is per thread and RocksDB's default (kEnableCount) counts
+        // every key comparison and block read.
+        rocksdb::perf::set_perf_stats(self.perf_level);
     }
 
     fn write(&self, batch: &Batch, mode: WriteMode) -> Result<()> {
@@ -294,5 +340,74 @@ mod tests {
             assert!(log.contains(want), "{want} not in RocksDB's LOG");
         }
         assert!(!log.contains("Options.compression: LZ4"));
+    }
+
+    /// db_bench's defaults reach RocksDB: the hyper clock cache and
+    /// pipelined writes, and the alternatives when asked for.
+    #[test]
+    fn cache_type_and_pipelined_write_reach_rocksdb() {
+        let dir = tempfile::tempdir().unwrap();
+        for (cache_type, pipelined, want_cache) in [
+            (
+                CacheType::HyperClock,
+                true,
+                "block_cache_name: AutoHyperClockCache",
+            ),
+            (
+                CacheType::FixedHyperClock,
+                true,
+                "block_cache_name: FixedHyperClockCache",
+            ),
+            (CacheType::Lru, false, "block_cache_name: LRUCache"),
+        ] {
+            let mut cfg = EngineConfig::small_for_tests();
+            cfg.cache_type = cache_type;
+            cfg.enable_pipelined_write = pipelined;
+            let path = dir.path().join(cache_type.name());
+            drop(RocksDbEngine::open(&cfg, &path, true).unwrap());
+            let log = std::fs::read_to_string(path.join("LOG")).unwrap();
+            assert!(
+                log.contains(want_cache),
+                "{want_cache} not in RocksDB's LOG"
+            );
+            let want = format!("Options.enable_pipelined_write: {}", u8::from(pipelined));
+            assert!(log.contains(&want), "{want} not in RocksDB's LOG");
+        }
+    }
+
+    /// `thread_start` sets the thread's perf level: at db_bench's default
+    /// (disabled) a get counts nothing; at 2 (counts) it counts its key
+    /// comparisons.
+    #[test]
+    fn thread_start_sets_the_perf_level() {
+        use rocksdb::perf::{PerfContext, PerfMetric};
+        let dir = tempfile::tempdir().unwrap();
+        let comparisons_per_get = |level: i32| {
+            let mut cfg = EngineConfig::small_for_tests();
+            cfg.perf_level = level;
+            let path = dir.path().join(format!("perf{level}"));
+            let e = RocksDbEngine::open(&cfg, &path, true).unwrap();
+            for i in 0..100u32 {
+                e.put(&i.to_be_bytes(), b"v", WriteMode::default()).unwrap();
+            }
+            // A fresh thread: the level is per thread and starts at
+            // RocksDB's default (counting).
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    e.thread_start();
+                    let mut ctx = PerfContext::default();
+                    ctx.reset();
+                    assert!(e.get(&7u32.to_be_bytes(), &mut |_| {}).unwrap());
+                    ctx.metric(PerfMetric::UserKeyComparisonCount)
+                })
+                .join()
+                .unwrap()
+            })
+        };
+        assert_eq!(comparisons_per_get(1), 0, "perf level 1 counts nothing");
+        assert!(
+            comparisons_per_get(2) > 0,
+            "perf level 2 counts comparisons"
+        );
     }
 }

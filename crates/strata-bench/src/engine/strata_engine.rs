@@ -8,6 +8,7 @@ use strata::{
     WriteBatch, WriteOptions, DB,
 };
 
+use super::config::PERF_LEVEL_DISABLE;
 use super::{
     batch_capacity, Batch, BatchEntry, Compression, Engine, EngineConfig, EngineIterator, WriteMode,
 };
@@ -33,6 +34,12 @@ pub fn check(cfg: &EngineConfig) -> Result<()> {
         return refuse(
             "pin_l0_filter_and_index_blocks_in_cache=1",
             "Strata keeps index and filter blocks in its table readers, outside the block cache",
+        );
+    }
+    if cfg.perf_level != PERF_LEVEL_DISABLE {
+        return refuse(
+            &format!("perf_level={}", cfg.perf_level),
+            "Strata has no perf context to count into",
         );
     }
     if !cfg.verify_checksum {
