@@ -244,6 +244,36 @@ impl Ctx<'_> {
         self.verified(1);
     }
 
+    /// Random plain keys (unsorted, maybe repeated) read by one MultiGet,
+    /// copied or pinned: each answer must be a state its key could have.
+    fn multi_get(&self, rng: &mut StdRng) {
+        let n: u32 = rng.gen_range(1..=32);
+        let slots: Vec<u32> = (0..n).map(|_| rng.gen_range(0..self.shape.keys)).collect();
+        let keys: Vec<Vec<u8>> = slots.iter().map(|&s| key_name(s)).collect();
+        let pre: Vec<Slot> = slots.iter().map(|&s| self.expected.get(s)).collect();
+        let got: Vec<Option<Vec<u8>>> = if rng.gen_bool(0.5) {
+            self.db
+                .multi_get(&keys)
+                .into_iter()
+                .collect::<Result<_, _>>()
+        } else {
+            self.db
+                .batched_multi_get(&keys, false)
+                .into_iter()
+                .map(|r| r.map(|v| v.map(|v| v.to_vec())))
+                .collect::<Result<_, _>>()
+        }
+        .unwrap_or_else(|e| db_error("multi_get", e));
+        let post: Vec<Slot> = slots.iter().map(|&s| self.expected.get(s)).collect();
+        for (i, &slot) in slots.iter().enumerate() {
+            let seen = self.observe(slot, got[i].as_deref());
+            if let Err(e) = seen.and_then(|s| check_observed(s, pre[i], post[i])) {
+                fail(format!("multi_get k{slot:08} (key {i} of {n}): {e}"));
+            }
+        }
+        self.verified(u64::from(n));
+    }
+
     /// Reads every member of a group through one snapshot: all must show
     /// the same write, one the expected state allows.
     fn check_group(&self, rng: &mut StdRng) {
@@ -256,10 +286,22 @@ impl Ctx<'_> {
         let snap = self.db.snapshot();
         let post = self.expected.get(slot);
         let mut seen = Vec::new();
-        for m in 0..self.shape.group_size {
-            let v = snap
-                .get(group_member_name(g, m))
-                .unwrap_or_else(|e| db_error("group get", e));
+        let members: Vec<Vec<u8>> = (0..self.shape.group_size)
+            .map(|m| group_member_name(g, m))
+            .collect();
+        // One MultiGet or a get per member: both read the snapshot.
+        let values: Vec<Option<Vec<u8>>> = if rng.gen_bool(0.5) {
+            snap.multi_get(&members)
+                .into_iter()
+                .collect::<Result<_, _>>()
+        } else {
+            members
+                .iter()
+                .map(|k| snap.get(k))
+                .collect::<Result<_, _>>()
+        }
+        .unwrap_or_else(|e| db_error("group get", e));
+        for (m, v) in values.iter().enumerate() {
             match self.observe(slot, v.as_deref()) {
                 Ok(o) => seen.push(o),
                 Err(e) => fail(format!("group {g} member {m}: {e}")),
@@ -437,7 +479,8 @@ impl Ctx<'_> {
             let roll = rng.gen_range(0..1000) / 10;
             match roll {
                 0..=52 => self.random_write(&mut rng, roll),
-                53..=77 => self.get(&mut rng),
+                53..=70 => self.get(&mut rng),
+                71..=77 => self.multi_get(&mut rng),
                 78..=84 => self.check_group(&mut rng),
                 85..=94 => self.scan(&mut rng),
                 _ => match held.take() {

@@ -142,6 +142,43 @@ fn check_iteration(
     it.status().unwrap();
 }
 
+/// A MultiGet of random keys (unsorted, maybe repeated), copied or
+/// pinned, through the database or a snapshot, against the model.
+fn check_multi_get(
+    db: &DB,
+    snapshot: Option<&strata::Snapshot<'_>>,
+    model: &Model,
+    rng: &mut StdRng,
+    what: &str,
+) {
+    let n = if rng.gen_bool(0.1) {
+        rng.gen_range(100..500)
+    } else {
+        rng.gen_range(1..40)
+    };
+    let mut keys: Vec<Vec<u8>> = (0..n).map(|_| key(rng)).collect();
+    let sorted = rng.gen_bool(0.3);
+    if sorted {
+        keys.sort();
+    }
+    let pinned = |r: Vec<strata::Result<Option<strata::DBPinnableSlice>>>| {
+        r.into_iter()
+            .map(|r| r.map(|v| v.map(|v| v.to_vec())))
+            .collect::<Vec<_>>()
+    };
+    let got = match (snapshot, rng.gen_bool(0.5)) {
+        (None, true) => db.multi_get(&keys),
+        (None, false) => pinned(db.batched_multi_get(&keys, sorted)),
+        (Some(s), true) => s.multi_get(&keys),
+        (Some(s), false) => pinned(s.batched_multi_get(&keys, sorted)),
+    };
+    assert_eq!(got.len(), keys.len(), "{what}: multi_get answers");
+    for (k, r) in keys.iter().zip(got) {
+        let v = r.unwrap_or_else(|e| panic!("{what}: multi_get {k:?}: {e}"));
+        assert_eq!(v, model.get(k).cloned(), "{what}: multi_get {k:?}");
+    }
+}
+
 /// Flushes and waits for compactions, with no reader holding an old
 /// version: the tables on disk must be exactly the live ones.
 fn check_idle_files(db: &DB, fs: &FaultInjectionFileSystem, what: &str) {
@@ -229,13 +266,23 @@ fn run_seed(seed: u64, ops: u64) {
                     }
                     db.write(b).unwrap();
                 }
-                550..=849 => {
+                550..=809 => {
                     let k = key(&mut rng);
                     assert_eq!(
                         db.get(&k).unwrap(),
                         model.get(&k).cloned(),
                         "seed {seed} op {done}: get {k:?}"
                     );
+                }
+                810..=849 => {
+                    let what = format!("seed {seed} op {done}");
+                    match snapshots.is_empty() {
+                        true => check_multi_get(&db, None, &model, &mut rng, &what),
+                        false => {
+                            let (snap, old) = &snapshots[rng.gen_range(0..snapshots.len())];
+                            check_multi_get(&db, Some(snap), old, &mut rng, &what);
+                        }
+                    }
                 }
                 850..=929 => check_iteration(&db, &model, None, &mut rng),
                 930..=949 => {

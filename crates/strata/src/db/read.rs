@@ -52,6 +52,12 @@ impl DBPinnableSlice {
         }
     }
 
+    pub(super) fn from_block(value: Bytes) -> DBPinnableSlice {
+        DBPinnableSlice {
+            repr: Repr::Block(value),
+        }
+    }
+
     /// The value's bytes.
     pub fn as_bytes(&self) -> &[u8] {
         self
@@ -93,6 +99,25 @@ impl PartialEq<[u8]> for DBPinnableSlice {
     }
 }
 
+/// The answer of the memtables of `sv` (active first, then the immutable
+/// ones newest first) for `key` at `seq`, if one of them decides it.
+pub(super) fn memtables_get(
+    sv: &SuperVersion,
+    key: &[u8],
+    seq: SequenceNumber,
+) -> Option<Result<Option<DBPinnableSlice>>> {
+    for mem in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
+        match mem.get(key, seq) {
+            Some(MemTableGet::Value(v)) => {
+                return Some(Ok(Some(DBPinnableSlice::from_mem(mem, v))))
+            }
+            Some(MemTableGet::Deleted) => return Some(Ok(None)),
+            None => {}
+        }
+    }
+    None
+}
+
 impl DbInner {
     /// The newest value of `key` visible at `snapshot` (or now).
     pub(crate) fn get(
@@ -115,12 +140,8 @@ impl DbInner {
         fill_cache: bool,
     ) -> Result<Option<DBPinnableSlice>> {
         let seq = snapshot.unwrap_or(sv.sequence);
-        for mem in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
-            match mem.get(key, seq) {
-                Some(MemTableGet::Value(v)) => return Ok(Some(DBPinnableSlice::from_mem(mem, v))),
-                Some(MemTableGet::Deleted) => return Ok(None),
-                None => {}
-            }
+        if let Some(decided) = memtables_get(sv, key, seq) {
+            return decided;
         }
         // The lookup key is built on the stack when it fits (most keys).
         let mut stack = [0u8; 128];
@@ -161,9 +182,7 @@ impl DbInner {
             let table = self.table_cache.get_for(f)?;
             if let Some(e) = table.get_opt(lookup, hash, fill_cache)? {
                 return Ok(match e.kind {
-                    ValueKind::Value => Some(DBPinnableSlice {
-                        repr: Repr::Block(e.value),
-                    }),
+                    ValueKind::Value => Some(DBPinnableSlice::from_block(e.value)),
                     ValueKind::Deletion => None,
                 });
             }

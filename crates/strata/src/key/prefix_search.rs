@@ -115,6 +115,23 @@ pub(crate) fn lower_bound_in<'a>(
     })
 }
 
+/// Compares the internal keys `a` and `b` under the internal-key order over
+/// the built-in `order`, statically dispatched (an inlined `memcmp`); through
+/// `icmp` for a user comparator (`order` is `None`).
+#[inline]
+pub(crate) fn compare_internal_in(
+    order: Option<BuiltinOrder>,
+    icmp: &dyn Comparator,
+    a: &[u8],
+    b: &[u8],
+) -> Ordering {
+    match order {
+        Some(BuiltinOrder::Bytewise) => compare_internal(&BytewiseComparator, a, b),
+        Some(BuiltinOrder::ReverseBytewise) => compare_internal(&ReverseBytewiseComparator, a, b),
+        None => icmp.compare(a, b),
+    }
+}
+
 /// Length of the run of `target` at the start of `prefixes`, whose first
 /// element is `target`. Galloping, so O(log run) rather than O(log len):
 /// runs are short unless many keys share their first 8 bytes.

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
-use crate::key::prefix_search::{key_prefix, lower_bound_in};
+use crate::key::prefix_search::{compare_internal_in, key_prefix, lower_bound_in};
 use crate::key::{extract_user_key, BuiltinOrder, Comparator};
 
 use super::block::Block;
@@ -117,6 +117,15 @@ impl IndexArray {
         #[cfg(feature = "invariants")]
         assert_eq!(found, self.lower_bound_plain(ikey), "index prefix search");
         found
+    }
+
+    /// True if the internal key `ikey` is at or before the separator of
+    /// entry `i`: then entry `i` is `ikey`'s lower bound whenever an earlier
+    /// key's lower bound was `i` (a batched lookup of ascending keys asks
+    /// this before searching again).
+    #[inline]
+    pub(crate) fn at_or_before(&self, i: usize, ikey: &[u8]) -> bool {
+        compare_internal_in(self.order, &*self.icmp, ikey, self.key(i)).is_le()
     }
 
     /// [`lower_bound`](Self::lower_bound) by full-key comparisons through

@@ -26,6 +26,10 @@ use super::index::IndexValue;
 use super::index_array::IndexArray;
 use super::{TableIterator, TableProperties, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME};
 
+mod multi_get;
+
+pub(crate) use multi_get::TableProbe;
+
 /// The newest entry for a user key at or below a lookup's sequence number.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableEntry {
@@ -297,39 +301,70 @@ impl TableReader {
         if !self.may_contain_hash(hash) {
             return Ok(None);
         }
-        let user_key = extract_user_key(lookup);
-        debug_assert_eq!(hash, super::filter::filter_hash(user_key));
+        let first = self.index_array.lower_bound(lookup);
+        self.get_from_block(first, lookup, hash, fill_cache)
+    }
+
+    /// The rest of a point lookup once the index has named data block
+    /// `first` (`index_array.len()` if every separator is below `lookup`).
+    fn get_from_block(
+        &self,
+        first: usize,
+        lookup: &[u8],
+        hash: u64,
+        fill_cache: bool,
+    ) -> Result<Option<TableEntry>> {
+        debug_assert_eq!(hash, super::filter::filter_hash(extract_user_key(lookup)));
         // The separator of a block is < the first key of the next block, so
         // the answer is almost always in the first block; the loop covers
         // comparators whose separators are not that tight.
-        for i in self.index_array.lower_bound(lookup)..self.index_array.len() {
+        for i in first..self.index_array.len() {
             let handle = self.index_array.handle(i);
             let block =
                 self.read_data_block_with(handle, fill_cache, |b| b.prefetch_for_get(hash))?;
             let mut it = self.data_block_iter(block);
-            // A valid position with another user key proves absence from
-            // this and later blocks; invalid means all keys are < lookup.
             it.seek_for_get(lookup, hash);
-            if it.valid() {
-                let Some(parsed) = parse_internal_key(it.key()) else {
-                    return Err(Error::corruption(
-                        &*self.name,
-                        handle.offset,
-                        "data block holds a malformed internal key",
-                    ));
-                };
-                if self.user_cmp.compare(parsed.user_key, user_key) != Ordering::Equal {
-                    return Ok(None);
-                }
-                return Ok(Some(TableEntry {
-                    sequence: parsed.sequence,
-                    kind: parsed.kind,
-                    value: it.value_bytes(),
-                }));
+            if let Some(found) = self.entry_at(&it, lookup, handle.offset)? {
+                return Ok(found);
             }
-            it.status()?;
         }
         Ok(None)
+    }
+
+    /// What a data block iterator positioned by `seek_for_get(lookup)` says:
+    /// `Some(answer)` when this block decides the lookup (a valid position
+    /// with another user key proves absence from this and later blocks),
+    /// `None` when every key of the block is below `lookup` (the answer, if
+    /// any, is in a later block). `block_offset` names the block in errors.
+    fn entry_at(
+        &self,
+        it: &super::block::BlockIter,
+        lookup: &[u8],
+        block_offset: u64,
+    ) -> Result<Option<Option<TableEntry>>> {
+        if !it.valid() {
+            it.status()?;
+            return Ok(None);
+        }
+        let Some(parsed) = parse_internal_key(it.key()) else {
+            return Err(Error::corruption(
+                &*self.name,
+                block_offset,
+                "data block holds a malformed internal key",
+            ));
+        };
+        if self
+            .user_cmp
+            .compare(parsed.user_key, extract_user_key(lookup))
+            != Ordering::Equal
+        {
+            return Ok(Some(None));
+        }
+        Ok(Some(Some(TableEntry {
+            sequence: parsed.sequence,
+            kind: parsed.kind,
+            value: it.value_bytes(),
+        })))
     }
 
     /// An iterator over the whole table.

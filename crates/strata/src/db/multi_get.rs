@@ -1,0 +1,252 @@
+//! Batched point lookups (MultiGet): many keys looked up in one walk of the
+//! tree instead of one walk each.
+//!
+//! One super version serves the whole batch (one trip through the database
+//! mutex). The memtables are searched key by key; the keys they do not
+//! decide are sorted once, and the tables are then visited level by level,
+//! newest first, each with only the keys still undecided:
+//!
+//! - L0: every file (newest first) with the keys inside its range;
+//! - L1 and deeper: keys ascend, so the file that may hold a key is found
+//!   from the previous key's file (that file, or the next one, before any
+//!   binary search), and the keys of one file go to it together.
+//!
+//! Inside a table the keys are looked up together
+//! (`TableReader::multi_get`: filter probes prefetched in one pass, one
+//! index search and one block fetch shared by keys of the same block).
+//! Values found in tables are slices of the pinned block, found in a
+//! memtable they borrow it: no copy. An error reading a table fails only the
+//! keys whose lookup needed that table (or that block).
+
+use std::cmp::Ordering;
+use std::ops::Range;
+
+use crate::error::Result;
+use crate::key::prefix_search::compare_internal_in;
+use crate::key::{extract_user_key, pack_trailer, SequenceNumber, ValueKind};
+use crate::sst::filter::filter_hash;
+use crate::sst::{TableEntry, TableProbe};
+use crate::version::{FileMetaData, NUM_LEVELS};
+
+use super::inner::{DbInner, SuperVersion};
+use super::read::{memtables_get, DBPinnableSlice};
+
+/// The answer for one key of a batch.
+pub(crate) type MultiGetResult = Result<Option<DBPinnableSlice>>;
+
+/// The keys of a batch still undecided after the memtables, ascending, with
+/// their lookup keys in one buffer.
+struct Pending {
+    /// Index into the caller's keys.
+    key_index: Vec<usize>,
+    /// Range of the lookup key in `lookups`.
+    lookup: Vec<Range<usize>>,
+    hash: Vec<u64>,
+    lookups: Vec<u8>,
+}
+
+impl Pending {
+    fn len(&self) -> usize {
+        self.key_index.len()
+    }
+
+    fn lookup(&self, j: usize) -> &[u8] {
+        &self.lookups[self.lookup[j].clone()]
+    }
+
+    fn user_key(&self, j: usize) -> &[u8] {
+        extract_user_key(self.lookup(j))
+    }
+
+    fn probe(&self, j: usize) -> TableProbe<'_> {
+        TableProbe {
+            lookup: self.lookup(j),
+            hash: self.hash[j],
+        }
+    }
+}
+
+impl DbInner {
+    /// The newest visible value of every key of `keys` at `snapshot` (or
+    /// now), in the order given. `sorted_input` is a hint that the keys
+    /// ascend under the user comparator; it saves the sort, and a wrong hint
+    /// costs only the check.
+    pub(crate) fn multi_get(
+        &self,
+        keys: &[&[u8]],
+        sorted_input: bool,
+        snapshot: Option<SequenceNumber>,
+        fill_cache: bool,
+    ) -> Vec<MultiGetResult> {
+        if keys.is_empty() {
+            return Vec::new();
+        }
+        let sv = self.super_version();
+        let r = self.multi_get_in(&sv, keys, sorted_input, snapshot, fill_cache);
+        self.release_version(sv.version);
+        r
+    }
+
+    fn multi_get_in(
+        &self,
+        sv: &SuperVersion,
+        keys: &[&[u8]],
+        sorted_input: bool,
+        snapshot: Option<SequenceNumber>,
+        fill_cache: bool,
+    ) -> Vec<MultiGetResult> {
+        let seq = snapshot.unwrap_or(sv.sequence);
+        let mut results: Vec<Option<MultiGetResult>> = Vec::with_capacity(keys.len());
+        for key in keys {
+            results.push(memtables_get(sv, key, seq));
+        }
+        let pending = self.pending(keys, &results, sorted_input, seq);
+        let mut scratch = Vec::with_capacity(pending.len());
+        self.tables_get(sv, &pending, &mut results, &mut scratch, fill_cache);
+        results.into_iter().map(|r| r.unwrap_or(Ok(None))).collect()
+    }
+
+    /// The keys the memtables left undecided, sorted (stable, so duplicates
+    /// keep their order), with their lookup keys and filter hashes.
+    fn pending(
+        &self,
+        keys: &[&[u8]],
+        results: &[Option<MultiGetResult>],
+        sorted_input: bool,
+        seq: SequenceNumber,
+    ) -> Pending {
+        let ucmp = &*self.user_cmp;
+        let mut order: Vec<usize> = (0..keys.len()).filter(|&i| results[i].is_none()).collect();
+        let ascending = |w: &[usize]| ucmp.compare(keys[w[0]], keys[w[1]]) != Ordering::Greater;
+        if !(sorted_input && order.windows(2).all(ascending)) {
+            order.sort_by(|&a, &b| ucmp.compare(keys[a], keys[b]));
+        }
+        let trailer = pack_trailer(seq, ValueKind::FOR_SEEK).to_le_bytes();
+        let bytes: usize = order.iter().map(|&i| keys[i].len() + trailer.len()).sum();
+        let mut p = Pending {
+            key_index: Vec::with_capacity(order.len()),
+            lookup: Vec::with_capacity(order.len()),
+            hash: Vec::with_capacity(order.len()),
+            lookups: Vec::with_capacity(bytes),
+        };
+        for i in order {
+            let start = p.lookups.len();
+            p.lookups.extend_from_slice(keys[i]);
+            p.lookups.extend_from_slice(&trailer);
+            p.key_index.push(i);
+            p.lookup.push(start..p.lookups.len());
+            p.hash.push(filter_hash(keys[i]));
+        }
+        p
+    }
+
+    /// Looks the pending keys up in the tables of `sv`, L0 newest first,
+    /// then level by level, each time with only the keys still undecided.
+    /// `active` is scratch: the positions in `pending` still undecided.
+    fn tables_get(
+        &self,
+        sv: &SuperVersion,
+        pending: &Pending,
+        results: &mut [Option<MultiGetResult>],
+        active: &mut Vec<usize>,
+        fill_cache: bool,
+    ) {
+        let ucmp = &*self.user_cmp;
+        active.clear();
+        active.extend(0..pending.len());
+        let v = &sv.version;
+        for f in v.files(0) {
+            let group: Vec<usize> = active
+                .iter()
+                .copied()
+                .filter(|&j| {
+                    let k = pending.user_key(j);
+                    ucmp.compare(k, f.smallest.user_key()) != Ordering::Less
+                        && ucmp.compare(k, f.largest.user_key()) != Ordering::Greater
+                })
+                .collect();
+            if !group.is_empty() {
+                self.file_get(f, pending, &group, results, fill_cache);
+                active.retain(|&j| results[pending.key_index[j]].is_none());
+            }
+        }
+        let order = ucmp.builtin_order();
+        let mut group = Vec::new();
+        for level in 1..NUM_LEVELS {
+            let files = v.files(level);
+            if files.is_empty() || active.is_empty() {
+                continue;
+            }
+            let before_or_at = |j: usize, f: usize| {
+                compare_internal_in(
+                    order,
+                    &self.icmp,
+                    pending.lookup(j),
+                    files[f].largest.encoded(),
+                )
+                .is_le()
+            };
+            let mut current: Option<usize> = None;
+            for &j in active.iter() {
+                // The key's file: the previous key's, or the next one, or a
+                // search (keys ascend, so it is never an earlier file).
+                let f = match current {
+                    Some(f) if before_or_at(j, f) => f,
+                    Some(f) if f + 1 < files.len() && before_or_at(j, f + 1) => f + 1,
+                    _ => v.find_file(&self.icmp, level, pending.lookup(j)),
+                };
+                if current != Some(f) && !group.is_empty() {
+                    let prev = current.expect("a group belongs to a file");
+                    self.file_get(&files[prev], pending, &group, results, fill_cache);
+                    group.clear();
+                }
+                current = Some(f);
+                if f >= files.len() {
+                    break; // past the level's last key, as is every later key
+                }
+                if ucmp.compare(pending.user_key(j), files[f].smallest.user_key()) != Ordering::Less
+                {
+                    group.push(j);
+                }
+            }
+            if let (Some(f), false) = (current, group.is_empty()) {
+                self.file_get(&files[f], pending, &group, results, fill_cache);
+                group.clear();
+            }
+            active.retain(|&j| results[pending.key_index[j]].is_none());
+        }
+    }
+
+    /// Looks up the pending keys `group` (ascending positions in `pending`)
+    /// in table `f`, recording each answer the table gives.
+    fn file_get(
+        &self,
+        f: &FileMetaData,
+        pending: &Pending,
+        group: &[usize],
+        results: &mut [Option<MultiGetResult>],
+        fill_cache: bool,
+    ) {
+        let table = match self.table_cache.get_for(f) {
+            Ok(t) => t,
+            Err(e) => {
+                for &j in group {
+                    results[pending.key_index[j]] = Some(Err(e.clone()));
+                }
+                return;
+            }
+        };
+        let probes: Vec<TableProbe<'_>> = group.iter().map(|&j| pending.probe(j)).collect();
+        table.multi_get(&probes, fill_cache, &mut |p, r| {
+            results[pending.key_index[group[p]]] = Some(r.map(table_value));
+        });
+    }
+}
+
+/// A table's answer as the user sees it.
+fn table_value(e: TableEntry) -> Option<DBPinnableSlice> {
+    match e.kind {
+        ValueKind::Value => Some(DBPinnableSlice::from_block(e.value)),
+        ValueKind::Deletion => None,
+    }
+}

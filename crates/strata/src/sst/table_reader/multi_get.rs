@@ -1,0 +1,154 @@
+//! Batched point lookups in one table: the table's share of a MultiGet.
+//!
+//! The keys come sorted, so the work is done in passes over all of them
+//! rather than key after key, and what ascending keys share is done once:
+//!
+//! 1. filter: every key's filter line is prefetched, then every key tested,
+//!    so the cache misses of the probes overlap instead of following one
+//!    another;
+//! 2. index: a key at or before the separator of the previous key's block
+//!    lands in that block (one comparison instead of a search);
+//! 3. blocks: each distinct data block is fetched once (from the block cache
+//!    or the file), with the lines each of its keys reads first prefetched
+//!    on a cache hit, all blocks before any seek;
+//! 4. seeks: each key seeks in its block; values are slices of the block
+//!    (no copy).
+//!
+//! A failed block read fails only the keys of that block.
+
+use super::TableReader;
+use crate::error::Result;
+use crate::sst::block::Block;
+use crate::sst::TableEntry;
+
+/// One key of a batched lookup: its lookup key (user key, the read's
+/// sequence number, kind `FOR_SEEK`) and its user key's
+/// [`filter_hash`](crate::sst::filter::filter_hash).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TableProbe<'a> {
+    pub(crate) lookup: &'a [u8],
+    pub(crate) hash: u64,
+}
+
+/// A run of surviving probes that land in one data block, and the block.
+struct BlockRun {
+    /// Index of the data block in the table's index.
+    block_index: usize,
+    /// Range of the run in the survivors list.
+    start: usize,
+    end: usize,
+    block: Option<Result<Block>>,
+}
+
+impl TableReader {
+    /// Looks up every probe of `probes`, which ascend by lookup key under
+    /// the table's internal-key order, and calls `answer(i, result)` for
+    /// each probe `i` this table decides: `Ok(entry)` for the newest version
+    /// at or below the lookup's sequence number, `Err` when reading the
+    /// block that may hold it failed. Probes the table does not hold get no
+    /// call. Each answer equals what [`TableReader::get_opt`] gives.
+    pub(crate) fn multi_get(
+        &self,
+        probes: &[TableProbe<'_>],
+        fill_cache: bool,
+        answer: &mut dyn FnMut(usize, Result<TableEntry>),
+    ) {
+        #[cfg(debug_assertions)]
+        for w in probes.windows(2) {
+            debug_assert!(
+                self.icmp.compare(w[0].lookup, w[1].lookup).is_le(),
+                "{}: multi_get probes out of order",
+                self.name
+            );
+        }
+        // Pass 1: the filter, every line asked for before any is tested.
+        if let Some(filter) = &self.filter {
+            for p in probes {
+                filter.prefetch(p.hash);
+            }
+        }
+        // Pass 2: filter tests and the block of each survivor. `survivors`
+        // holds (probe, block index) in probe order, so blocks ascend too.
+        let num_blocks = self.index_array.len();
+        let mut survivors: Vec<(usize, usize)> = Vec::with_capacity(probes.len());
+        let mut runs: Vec<BlockRun> = Vec::new();
+        for (i, p) in probes.iter().enumerate() {
+            if !self.may_contain_hash(p.hash) {
+                continue;
+            }
+            let block_index = match runs.last() {
+                Some(run) if self.index_array.at_or_before(run.block_index, p.lookup) => {
+                    run.block_index
+                }
+                _ => self.index_array.lower_bound(p.lookup),
+            };
+            if block_index >= num_blocks {
+                // Past the last separator: in no block of this table, and
+                // so is every later probe.
+                break;
+            }
+            match runs.last_mut() {
+                Some(run) if run.block_index == block_index => run.end += 1,
+                _ => runs.push(BlockRun {
+                    block_index,
+                    start: survivors.len(),
+                    end: survivors.len() + 1,
+                    block: None,
+                }),
+            }
+            survivors.push((i, block_index));
+        }
+        // Pass 3: each block once, all of them before any seek, so that the
+        // lines the seeks read first are on their way for every block.
+        for run in &mut runs {
+            let handle = self.index_array.handle(run.block_index);
+            let keys = &survivors[run.start..run.end];
+            run.block = Some(self.read_data_block_with(handle, fill_cache, |b| {
+                for &(i, _) in keys {
+                    b.prefetch_for_get(probes[i].hash);
+                }
+            }));
+        }
+        // Pass 4: the seeks.
+        for run in runs {
+            let keys = &survivors[run.start..run.end];
+            match run.block.expect("every run's block was fetched in pass 3") {
+                Err(e) => keys.iter().for_each(|&(i, _)| answer(i, Err(e.clone()))),
+                Ok(block) => {
+                    self.seek_run(block, run.block_index, keys, probes, fill_cache, answer)
+                }
+            }
+        }
+    }
+
+    /// The seeks of the probes `keys` (probe index, block index) that land
+    /// in `block`, data block `block_index` of the table.
+    fn seek_run(
+        &self,
+        block: Block,
+        block_index: usize,
+        keys: &[(usize, usize)],
+        probes: &[TableProbe<'_>],
+        fill_cache: bool,
+        answer: &mut dyn FnMut(usize, Result<TableEntry>),
+    ) {
+        let offset = block.offset();
+        let mut it = self.data_block_iter(block);
+        for &(i, _) in keys {
+            let TableProbe { lookup, hash } = probes[i];
+            it.seek_for_get(lookup, hash);
+            let decided = match self.entry_at(&it, lookup, offset) {
+                Ok(Some(found)) => Ok(found),
+                // Every key of the block is below the lookup: a separator
+                // that is not tight, so the answer may be in a later block.
+                Ok(None) => self.get_from_block(block_index + 1, lookup, hash, fill_cache),
+                Err(e) => Err(e),
+            };
+            match decided {
+                Ok(Some(entry)) => answer(i, Ok(entry)),
+                Ok(None) => {}
+                Err(e) => answer(i, Err(e)),
+            }
+        }
+    }
+}
