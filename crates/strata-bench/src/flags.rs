@@ -213,7 +213,7 @@ define_flags! {
     reverse_iterator: bool = false;
     /// Key stride within a batch of reads (readrandom with --batch_size > 1).
     multiread_stride: i64 = 0;
-    /// Use the batched MultiGet API (multireadrandom; accepted for W3's command lines).
+    /// Use the batched MultiGet API in multireadrandom (pinned values).
     multiread_batched: bool = false;
     /// Seed of the random generators; 0: from the clock.
     seed: i64 = 0;

@@ -22,6 +22,8 @@
 //! - `readseq`, `readreverse`: scan forward / backward (at most `--reads`);
 //! - `readrandom`: `--reads` point reads of random keys;
 //! - `readmissing`: point reads of keys that do not exist;
+//! - `multireadrandom`: `--reads` random keys in MultiGets of `--batch_size`
+//!   (`--multiread_stride` apart, `--multiread_batched` for the batched call);
 //! - `seekrandom`: seek to random keys, then `--seek_nexts` nexts;
 //! - `readwhilewriting`: `--threads` readers and one writer;
 //! - `deleterandom`: delete random keys (in batches of `--batch_size`);

@@ -96,11 +96,11 @@ fn get(e: &dyn Engine, k: &[u8]) -> Option<Vec<u8>> {
     out
 }
 
-fn multi_get(e: &dyn Engine, keys: &[Vec<u8>]) -> Vec<Option<Vec<u8>>> {
+fn multi_get(e: &dyn Engine, keys: &[Vec<u8>], batched: bool) -> Vec<Option<Vec<u8>>> {
     let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
     let mut out = vec![None; keys.len()];
     let n = e
-        .multi_get(&refs, &mut |i, v| out[i] = Some(v.to_vec()))
+        .multi_get(&refs, batched, &mut |i, v| out[i] = Some(v.to_vec()))
         .expect("multi_get");
     assert_eq!(n, out.iter().filter(|v| v.is_some()).count());
     out
@@ -217,10 +217,11 @@ fn run_seed(seed: u64) {
                 let keys: Vec<Vec<u8>> = (0..rng.gen_range(1..16))
                     .map(|_| key(rng.gen_range(0..KEY_SPACE + 50)))
                     .collect();
+                let batched = rng.gen_bool(0.5);
                 let answers = es
                     .engines
                     .iter()
-                    .map(|e| multi_get(e.as_ref(), &keys))
+                    .map(|e| multi_get(e.as_ref(), &keys, batched))
                     .collect();
                 check_same(seed, op, "multi_get", &es, answers);
             }

@@ -88,7 +88,7 @@ fn every_benchmark(engine: &str) {
     // Fill first, so the read benchmarks have data; filluniquerandom runs
     // last among the fills so that every key exists for the reads.
     let order = "fillseq,fillrandom,fillsync,fillseekseq,filluniquerandom,overwrite,flush,readseq,readreverse,\
-                 readrandom,readmissing,seekrandom,readwhilewriting,compact,stats,levelstats,sstables,deleterandom";
+                 readrandom,multireadrandom,readmissing,seekrandom,readwhilewriting,compact,stats,levelstats,sstables,deleterandom";
     for b in &benches {
         assert!(order.split(',').any(|o| o == *b), "{b} not covered");
     }
@@ -136,6 +136,9 @@ fn every_benchmark(engine: &str) {
         out.contains("(2000 of 2000 found)\n\n"),
         "db_bench leaves an empty line"
     );
+    let mr = result_line(&out, "multireadrandom");
+    assert_eq!(ops(mr), 4000, "{mr}");
+    assert!(mr.ends_with("(2000 of 2000 found)"), "{mr}");
     let rm = result_line(&out, "readmissing");
     assert!(rm.ends_with("(0 of 2000 found)"), "{rm}");
     let sr = result_line(&out, "seekrandom");
@@ -172,6 +175,57 @@ fn every_benchmark(engine: &str) {
         !rr.contains("(2000 of 2000 found)") && !rr.contains("(0 of 2000 found)"),
         "some keys were deleted: {rr}"
     );
+}
+
+#[test]
+fn multireadrandom_batches_strides_and_both_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    run(&args(&[
+        &format!("--db={}", db.display()),
+        "--benchmarks=fillseq,flush",
+        "--num=5000",
+        "--key_size=16",
+        "--value_size=20",
+        "--write_buffer_size=65536",
+        "--compression_type=none",
+    ]));
+    for batched in ["0", "1"] {
+        for stride in ["0", "16"] {
+            let out = run(&args(&[
+                &format!("--db={}", db.display()),
+                "--benchmarks=multireadrandom",
+                "--use_existing_db=1",
+                "--num=5000",
+                "--reads=1000",
+                "--key_size=16",
+                "--batch_size=32",
+                &format!("--multiread_stride={stride}"),
+                &format!("--multiread_batched={batched}"),
+                "--seed=11",
+            ]));
+            // As db_bench: batches run while the count stays within
+            // --reads (31 x 32), each key one operation, every key found.
+            let line = result_line(&out, "multireadrandom");
+            assert_eq!(ops(line), 992, "{line}");
+            assert!(line.ends_with("(992 of 992 found)"), "{line}");
+        }
+    }
+    // Keys past --num are missing: a stride that runs off the end clamps
+    // the group's start back inside (db_bench's rule), so all are found.
+    let out = run(&args(&[
+        &format!("--db={}", db.display()),
+        "--benchmarks=multireadrandom",
+        "--use_existing_db=1",
+        "--num=5000",
+        "--reads=640",
+        "--key_size=16",
+        "--batch_size=64",
+        "--multiread_stride=70",
+        "--multiread_batched=1",
+    ]));
+    let line = result_line(&out, "multireadrandom");
+    assert!(line.ends_with("(640 of 640 found)"), "{line}");
 }
 
 #[test]

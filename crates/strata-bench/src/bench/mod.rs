@@ -32,6 +32,7 @@ pub const BENCHMARKS: &[&str] = &[
     "readreverse",
     "readrandom",
     "readmissing",
+    "multireadrandom",
     "seekrandom",
     "readwhilewriting",
     "deleterandom",
@@ -361,6 +362,7 @@ impl<'o> Runner<'o> {
             seek_nexts: f.seek_nexts.max(0) as u64,
             reverse_iterator: f.reverse_iterator,
             multiread_stride: f.multiread_stride.max(0) as u64,
+            multiread_batched: f.multiread_batched,
             seq_descending: f.seq_descending,
             seed_base: self.seed_base,
         }
@@ -411,6 +413,7 @@ impl<'o> Runner<'o> {
                 p.key_format = p.key_format.with_key_size(p.key_format.key_size() + 1);
                 run(Method::ReadRandom)
             }
+            "multireadrandom" => run(Method::MultiReadRandom),
             "seekrandom" => run(Method::SeekRandom),
             "deleterandom" => run(Method::DeleteRandom),
             "readwhilewriting" => Action::Run {
@@ -592,8 +595,15 @@ impl<'o> Runner<'o> {
             Method::Write(WriteOrder::Random) if timed => return None,
             Method::Write(_) => p.writes,
             Method::ReadSequential | Method::ReadReverse => p.reads.min(p.num),
-            Method::ReadRandom | Method::SeekRandom | Method::DeleteRandom if timed => return None,
-            Method::ReadRandom | Method::SeekRandom => p.reads,
+            Method::ReadRandom
+            | Method::MultiReadRandom
+            | Method::SeekRandom
+            | Method::DeleteRandom
+                if timed =>
+            {
+                return None
+            }
+            Method::ReadRandom | Method::MultiReadRandom | Method::SeekRandom => p.reads,
             Method::DeleteRandom => p.deletes,
             Method::ReadWhileWriting if timed => return None,
             Method::ReadWhileWriting => return Some(p.reads * (n as u64 - 1)),

@@ -36,6 +36,8 @@ pub struct Params {
     pub seek_nexts: u64,
     pub reverse_iterator: bool,
     pub multiread_stride: u64,
+    /// `--multiread_batched`: the engine's batched MultiGet.
+    pub multiread_batched: bool,
     pub seq_descending: bool,
     pub seed_base: u64,
 }
@@ -65,6 +67,7 @@ pub enum Method {
     ReadSequential,
     ReadReverse,
     ReadRandom,
+    MultiReadRandom,
     SeekRandom,
     DeleteRandom,
     ReadWhileWriting,
@@ -79,6 +82,7 @@ pub fn run(method: Method, sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> 
         Method::ReadSequential => read_sequential(sh, th, false),
         Method::ReadReverse => read_sequential(sh, th, true),
         Method::ReadRandom => read_random(sh, th),
+        Method::MultiReadRandom => multi_read_random(sh, th),
         Method::SeekRandom => seek_random(sh, th),
         Method::DeleteRandom => delete_random(sh, th),
         Method::ReadWhileWriting if th.tid == 0 => background_writer(sh, th),
@@ -197,6 +201,53 @@ fn read_random(sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> {
     // The newline is db_bench's: it leaves an empty line after the result.
     th.stats
         .add_message(&format!("({found} of {read} found)\n"));
+    Ok(())
+}
+
+/// db_bench's `MultiReadRandom`: batches of `--batch_size` random keys (or
+/// `--multiread_stride` apart from a random first key), one MultiGet each;
+/// every key is one operation.
+fn multi_read_random(sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> {
+    let p = sh.params;
+    let (mut read, mut found, mut bytes) = (0u64, 0u64, 0u64);
+    let mut keys: Vec<Vec<u8>> = (0..p.batch_size).map(|_| p.key_format.buffer()).collect();
+    let mut duration = Duration::new(p.duration_secs, p.reads);
+    while !duration.done(p.batch_size) {
+        // db_bench picks the database of the batch here.
+        th.rand.next_u64();
+        if p.multiread_stride > 0 {
+            let mut k = th.rand.next_u64() % p.flags_num;
+            // As db_bench: a group that would run past --num starts lower
+            // (saturating where db_bench's signed arithmetic would go
+            // negative).
+            let span = (p.batch_size - 1).saturating_mul(p.multiread_stride);
+            if k.saturating_add(span) >= p.flags_num {
+                k = p
+                    .flags_num
+                    .saturating_sub(p.batch_size.saturating_mul(p.multiread_stride));
+            }
+            for key in keys.iter_mut() {
+                p.key_format.fill(k, p.flags_num, key);
+                k = k.saturating_add(p.multiread_stride);
+            }
+        } else {
+            for key in keys.iter_mut() {
+                p.key_format
+                    .fill(th.rand.next_u64() % p.flags_num, p.flags_num, key);
+            }
+        }
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let n = sh
+            .engine
+            .multi_get(&refs, p.multiread_batched, &mut |i, v| {
+                bytes += (refs[i].len() + v.len()) as u64
+            })?;
+        found += n as u64;
+        read += p.batch_size;
+        th.stats.finished_ops(p.batch_size, OpKind::Read);
+    }
+    th.stats.add_bytes(bytes);
+    th.stats.add_message(&format!("({found} of {read} found)"));
     Ok(())
 }
 

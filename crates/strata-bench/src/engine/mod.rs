@@ -164,9 +164,17 @@ pub trait Engine: Send + Sync {
     /// not copied, where the engine can) and returns true.
     fn get(&self, key: &[u8], found: &mut dyn FnMut(&[u8])) -> Result<bool>;
 
-    /// Looks every key up; calls `found(i, value)` for each key `i` found.
-    /// Returns how many were found.
-    fn multi_get(&self, keys: &[&[u8]], found: &mut dyn FnMut(usize, &[u8])) -> Result<usize>;
+    /// Looks every key up in one MultiGet; calls `found(i, value)` for each
+    /// key `i` found. Returns how many were found. `batched`: the engine's
+    /// batched call with pinned values (db_bench's `--multiread_batched`,
+    /// RocksDB's `MultiGet` over a column family); otherwise its vector call
+    /// that copies each value out.
+    fn multi_get(
+        &self,
+        keys: &[&[u8]],
+        batched: bool,
+        found: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<usize>;
 
     /// A cursor over the current state.
     fn iterator(&self) -> Result<Box<dyn EngineIterator + '_>>;

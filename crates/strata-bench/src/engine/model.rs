@@ -50,7 +50,12 @@ impl Engine for ModelEngine {
         Ok(self.map().get(key).map(|v| found(v)).is_some())
     }
 
-    fn multi_get(&self, keys: &[&[u8]], found: &mut dyn FnMut(usize, &[u8])) -> Result<usize> {
+    fn multi_get(
+        &self,
+        keys: &[&[u8]],
+        _batched: bool,
+        found: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<usize> {
         let m = self.map();
         let mut n = 0;
         for (i, k) in keys.iter().enumerate() {

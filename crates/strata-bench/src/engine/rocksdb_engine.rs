@@ -231,7 +231,29 @@ impl Engine for RocksDbEngine {
         }
     }
 
-    fn multi_get(&self, keys: &[&[u8]], found: &mut dyn FnMut(usize, &[u8])) -> Result<usize> {
+    fn multi_get(
+        &self,
+        keys: &[&[u8]],
+        batched: bool,
+        found: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<usize> {
+        let mut n = 0;
+        if !batched {
+            // db_bench's `MultiGet(options, keys, &values)`: the vector
+            // form, each value copied into a string.
+            for (i, r) in self
+                .db
+                .multi_get_opt(keys, &self.read_options)
+                .into_iter()
+                .enumerate()
+            {
+                if let Some(v) = r.map_err(err)? {
+                    found(i, &v);
+                    n += 1;
+                }
+            }
+            return Ok(n);
+        }
         let cf = self
             .db
             .cf_handle(rocksdb::DEFAULT_COLUMN_FAMILY_NAME)
@@ -239,7 +261,6 @@ impl Engine for RocksDbEngine {
         let results =
             self.db
                 .batched_multi_get_cf_opt(cf, keys.iter().copied(), false, &self.read_options);
-        let mut n = 0;
         for (i, r) in results.into_iter().enumerate() {
             if let Some(v) = r.map_err(err)? {
                 found(i, &v);

@@ -172,13 +172,30 @@ impl Engine for StrataEngine {
         }
     }
 
-    fn multi_get(&self, keys: &[&[u8]], found: &mut dyn FnMut(usize, &[u8])) -> Result<usize> {
-        // Strata has no MultiGet yet: one lookup per key.
+    fn multi_get(
+        &self,
+        keys: &[&[u8]],
+        batched: bool,
+        found: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<usize> {
         let mut n = 0;
-        for (i, k) in keys.iter().enumerate() {
-            if let Some(v) = self.db.get_pinned_opt(k, &self.read_options).map_err(err)? {
-                found(i, &v);
-                n += 1;
+        if batched {
+            let results =
+                self.db
+                    .batched_multi_get_opt(keys.iter().copied(), false, &self.read_options);
+            for (i, r) in results.into_iter().enumerate() {
+                if let Some(v) = r.map_err(err)? {
+                    found(i, &v);
+                    n += 1;
+                }
+            }
+        } else {
+            let results = self.db.multi_get_opt(keys, &self.read_options);
+            for (i, r) in results.into_iter().enumerate() {
+                if let Some(v) = r.map_err(err)? {
+                    found(i, &v);
+                    n += 1;
+                }
             }
         }
         Ok(n)
