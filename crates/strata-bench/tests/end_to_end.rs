@@ -202,6 +202,10 @@ fn multireadrandom_batches_strides_and_both_calls() {
                 "--batch_size=32",
                 &format!("--multiread_stride={stride}"),
                 &format!("--multiread_batched={batched}"),
+                // W3's table options: index and filter in the block cache.
+                "--cache_index_and_filter_blocks=1",
+                "--pin_l0_filter_and_index_blocks_in_cache=1",
+                "--bloom_bits=10",
                 "--seed=11",
             ]));
             // As db_bench: batches run while the count stays within
@@ -310,7 +314,7 @@ fn unsupported_and_unknown_requests_are_errors() {
             .expect_err("must fail")
             .to_string()
     };
-    let e = err(&["--benchmarks=fillseq", "--cache_index_and_filter_blocks=1"]);
+    let e = err(&["--benchmarks=fillseq", "--perf_level=2"]);
     assert!(e.contains("not supported"), "{e}");
     let e = err(&["--benchmarks=readrandm"]);
     assert!(

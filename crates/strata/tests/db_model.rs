@@ -43,6 +43,11 @@ fn options(fs: &FaultInjectionFileSystem, rng: &mut StdRng) -> Options {
     t.set_block_size(rng.gen_range(256..4096));
     t.set_block_restart_interval(rng.gen_range(1..17));
     t.set_bloom_filter(if rng.gen_bool(0.5) { 10.0 } else { 0.0 }, false);
+    if rng.gen_bool(0.3) {
+        t.set_cache_index_and_filter_blocks(true);
+        t.set_pin_l0_filter_and_index_blocks_in_cache(rng.gen_bool(0.5));
+        t.set_block_cache(&strata::Cache::new_lru_cache(rng.gen_range(4..64) << 10));
+    }
     opts.set_block_based_table_factory(&t);
     let compression = ["none", "snappy", "lz4", "zstd"][rng.gen_range(0..4)];
     opts.set_compression_type(compression.parse().unwrap());

@@ -1,7 +1,8 @@
 //! MultiGet against a loop of `get`: over databases with every level
 //! populated, L0 files, memtable data, deletions, overwrites and snapshots;
 //! batches of 1 to 1000 keys, unsorted, with duplicates and absent keys;
-//! under several table configurations and both built-in comparators. And
+//! under several table configurations (index and filter in a small block
+//! cache among them) and both built-in comparators. And
 //! with a read error injected on one table: only the keys whose lookup
 //! needed that table fail.
 
@@ -17,6 +18,7 @@ use strata::{
 };
 
 type Answers = Vec<Result<Option<Vec<u8>>, Error>>;
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn options(fs: Arc<dyn strata::env::FileSystem>, config: u32) -> Options {
     let mut opts = Options::default();
@@ -30,9 +32,15 @@ fn options(fs: Arc<dyn strata::env::FileSystem>, config: u32) -> Options {
     let mut t = BlockBasedOptions::default();
     t.set_block_size([256, 1024, 4096][config as usize % 3]);
     t.set_block_restart_interval([1, 4, 16][config as usize % 3]);
-    t.set_bloom_filter(if config % 2 == 0 { 10.0 } else { 0.0 }, false);
+    t.set_bloom_filter(if config.is_multiple_of(2) { 10.0 } else { 0.0 }, false);
     if config % 4 >= 2 {
         t.set_data_block_index_type(DataBlockIndexType::BinaryAndHash);
+    }
+    if config % 3 == 1 {
+        // Index and filter in a cache too small to keep them all.
+        t.set_cache_index_and_filter_blocks(true);
+        t.set_pin_l0_filter_and_index_blocks_in_cache(config.is_multiple_of(2));
+        t.set_block_cache(&strata::Cache::new_lru_cache(16 << 10));
     }
     opts.set_block_based_table_factory(&t);
     if config % 5 == 4 {
@@ -59,14 +67,7 @@ fn probe_key(rng: &mut StdRng) -> Vec<u8> {
 /// first rounds down), L0 holds a few unflushed-then-flushed files, and the
 /// memtable holds the last writes; overwrites and deletions in every layer.
 /// Returns the model (newest values) and a snapshot's model.
-fn build<'a>(
-    db: &'a DB,
-    rng: &mut StdRng,
-) -> (
-    BTreeMap<Vec<u8>, Vec<u8>>,
-    Snapshot<'a>,
-    BTreeMap<Vec<u8>, Vec<u8>>,
-) {
+fn build<'a>(db: &'a DB, rng: &mut StdRng) -> (Model, Snapshot<'a>, Model) {
     let mut model = BTreeMap::new();
     let write = |db: &DB, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, rng: &mut StdRng, n: u32| {
         for _ in 0..n {

@@ -140,6 +140,9 @@ pub struct EngineConfig {
     pub cache_index_and_filter_blocks: bool,
     pub pin_l0_filter_and_index_blocks_in_cache: bool,
     pub verify_checksum: bool,
+    /// `--prefix_size`: db_bench gives RocksDB a fixed-prefix extractor of
+    /// this length when it is not 0 (besides building keys with it).
+    pub prefix_size: usize,
 }
 
 fn positive<T: TryFrom<i64>>(name: &str, v: i64) -> Result<T> {
@@ -191,6 +194,7 @@ impl EngineConfig {
             cache_index_and_filter_blocks: f.cache_index_and_filter_blocks,
             pin_l0_filter_and_index_blocks_in_cache: f.pin_l0_filter_and_index_blocks_in_cache,
             verify_checksum: f.verify_checksum,
+            prefix_size: f.prefix_size.max(0) as usize,
         })
     }
 

@@ -48,6 +48,18 @@ fn options(cfg: &EngineConfig, create: bool) -> Options {
     o.set_max_background_jobs(cfg.max_background_jobs);
     o.set_enable_pipelined_write(cfg.enable_pipelined_write);
     o.set_max_open_files(cfg.open_files);
+    // db_bench 11.8's defaults that differ from RocksDB's own
+    // (docs/db_bench_flags.md): --table_cache_numshardbits=4,
+    // --hard_pending_compaction_bytes_limit=128 GiB, --dump_malloc_stats,
+    // and a fixed-prefix extractor for a nonzero --prefix_size.
+    o.set_table_cache_num_shard_bits(4);
+    o.set_hard_pending_compaction_bytes_limit(128 << 30);
+    o.set_dump_malloc_stats(true);
+    if cfg.prefix_size > 0 {
+        o.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(
+            cfg.prefix_size,
+        ));
+    }
     o.set_compression_type(match cfg.compression {
         Compression::None => DBCompressionType::None,
         Compression::Snappy => DBCompressionType::Snappy,
@@ -172,6 +184,9 @@ impl RocksDbEngine {
 fn read_options(cfg: &EngineConfig) -> ReadOptions {
     let mut ro = ReadOptions::default();
     ro.set_verify_checksums(cfg.verify_checksum);
+    // db_bench's ReadOptions keep RocksDB's C++ default (false); the
+    // crate's constructor turns it on.
+    ro.set_auto_readahead_size(false);
     ro
 }
 
@@ -273,6 +288,7 @@ impl Engine for RocksDbEngine {
     fn iterator(&self) -> Result<Box<dyn EngineIterator + '_>> {
         let mut ro = ReadOptions::default();
         ro.set_verify_checksums(self.verify_checksum);
+        ro.set_auto_readahead_size(false);
         Ok(Box::new(RocksDbIterator(self.db.raw_iterator_opt(ro))))
     }
 

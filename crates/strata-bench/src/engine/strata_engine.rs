@@ -24,18 +24,6 @@ pub fn check(cfg: &EngineConfig) -> Result<()> {
             "--{flag} with --engine=strata: {why}"
         )))
     };
-    if cfg.cache_index_and_filter_blocks {
-        return refuse(
-            "cache_index_and_filter_blocks=1",
-            "Strata keeps index and filter blocks in its table readers, outside the block cache",
-        );
-    }
-    if cfg.pin_l0_filter_and_index_blocks_in_cache {
-        return refuse(
-            "pin_l0_filter_and_index_blocks_in_cache=1",
-            "Strata keeps index and filter blocks in its table readers, outside the block cache",
-        );
-    }
     if cfg.perf_level != PERF_LEVEL_DISABLE {
         return refuse(
             &format!("perf_level={}", cfg.perf_level),
@@ -96,6 +84,8 @@ fn options(cfg: &EngineConfig, create: bool) -> Options {
     } else {
         t.disable_cache();
     }
+    t.set_cache_index_and_filter_blocks(cfg.cache_index_and_filter_blocks);
+    t.set_pin_l0_filter_and_index_blocks_in_cache(cfg.pin_l0_filter_and_index_blocks_in_cache);
     o.set_block_based_table_factory(&t);
     o
 }

@@ -1,10 +1,17 @@
 //! The block cache: uncompressed table blocks keyed by file and offset.
+//! Data blocks always go through it; a table's index and filter too when
+//! the table options say `cache_index_and_filter_blocks` (decoded, charged
+//! by the memory they take).
 //!
 //! A deleted table's blocks are dropped with
 //! `cache.erase_if(|&(file, _)| file == file_number)`; until then they are
 //! evicted like any other entry.
 
+use std::sync::Arc;
+
 use crate::sst::block::Block;
+use crate::sst::filter::BloomFilter;
+use crate::sst::TableIndex;
 
 use super::LruCache;
 
@@ -12,8 +19,47 @@ use super::LruCache;
 /// the file).
 pub type BlockCacheKey = (u64, u64);
 
-/// A cache of blocks read from tables, charged by [`block_charge`].
-pub type BlockCache = LruCache<BlockCacheKey, Block>;
+/// A cache of blocks read from tables, charged by [`block_charge`] (data
+/// blocks) or by what a decoded index or filter takes in memory.
+pub type BlockCache = LruCache<BlockCacheKey, CachedBlock>;
+
+/// What the block cache holds for one key: a data block, or a table's
+/// decoded index or filter. Cheap to clone (reference counted).
+#[derive(Clone)]
+pub struct CachedBlock(pub(crate) CachedRepr);
+
+#[derive(Clone)]
+pub(crate) enum CachedRepr {
+    Data(Block),
+    Index(Arc<TableIndex>),
+    Filter(BloomFilter),
+}
+
+impl CachedBlock {
+    /// The data block, if this entry is one.
+    pub fn data_block(&self) -> Option<&Block> {
+        match &self.0 {
+            CachedRepr::Data(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+impl From<Block> for CachedBlock {
+    fn from(block: Block) -> CachedBlock {
+        CachedBlock(CachedRepr::Data(block))
+    }
+}
+
+impl std::fmt::Debug for CachedBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            CachedRepr::Data(b) => b.fmt(f),
+            CachedRepr::Index(i) => write!(f, "TableIndex({} bytes)", i.memory_bytes()),
+            CachedRepr::Filter(b) => b.fmt(f),
+        }
+    }
+}
 
 /// Estimated per-entry bookkeeping of a [`BlockCache`], added to each
 /// block's size by [`block_charge`].
@@ -65,7 +111,7 @@ mod tests {
             for offset in (0..10).map(|i| i * 4096) {
                 let block = block(file, offset, 10);
                 let charge = block_charge(&block);
-                assert!(cache.insert((file, offset), block, charge));
+                assert!(cache.insert((file, offset), block.into(), charge));
             }
         }
         assert_eq!(cache.len(), 30);
@@ -73,6 +119,7 @@ mod tests {
         assert_eq!(cache.len(), 20);
         assert!(cache.get(&(2, 0)).is_none());
         let hit = cache.get(&(3, 4096)).expect("file 3 block cached");
+        let hit = hit.data_block().expect("a data block");
         assert_eq!(hit.offset(), 4096);
         assert_eq!(&**hit.file(), "000003.sst");
         cache.check_invariants();

@@ -13,7 +13,10 @@ mod lru_cache;
 mod lru_list;
 mod lru_shard;
 
-pub use block_cache::{block_charge, BlockCache, BlockCacheKey, BLOCK_CACHE_ENTRY_OVERHEAD_BYTES};
+pub(crate) use block_cache::CachedRepr;
+pub use block_cache::{
+    block_charge, BlockCache, BlockCacheKey, CachedBlock, BLOCK_CACHE_ENTRY_OVERHEAD_BYTES,
+};
 pub use lru_cache::{
     default_shard_bits, LruCache, DEFAULT_SHARD_BITS_MAX, MIN_SHARD_CAPACITY_BYTES, SHARD_BITS_MAX,
 };

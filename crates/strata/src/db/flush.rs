@@ -120,7 +120,7 @@ impl DbInner {
             let file_size = b.file_size();
             // Open it through the cache: a table that cannot be read back is
             // never recorded in the manifest.
-            self.table_cache.get(number)?;
+            self.table_cache.get(number, 0)?;
             Ok(Some(NewFile {
                 number,
                 file_size,

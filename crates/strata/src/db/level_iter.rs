@@ -63,7 +63,7 @@ impl LevelIterator {
         }
         let file = &self.version.files(self.level)[index];
         let opened = (self.db.table_cache)
-            .get_for(file)
+            .get_for(file, self.level)
             .map(|t| t.iter_opt(self.fill_cache));
         match opened {
             Ok(t) => {

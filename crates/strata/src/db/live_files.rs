@@ -44,7 +44,7 @@ impl DB {
         let mut out = Vec::with_capacity(version.all_files().count());
         for level in 0..NUM_LEVELS {
             for f in version.files(level) {
-                let table = self.inner.table_cache.get_for(f)?;
+                let table = self.inner.table_cache.get_for(f, level)?;
                 let props = table.properties();
                 out.push(LiveFile {
                     column_family_name: "default".into(),

@@ -509,9 +509,9 @@ impl DbInner {
             "estimate-num-keys" => {
                 let mem: usize = st.mem.num_entries()
                     + st.imm.iter().map(|m| m.mem.num_entries()).sum::<usize>();
-                let tables: u64 = v
-                    .all_files()
-                    .filter_map(|f| self.table_cache.get(f.number).ok())
+                let tables: u64 = (0..crate::version::NUM_LEVELS)
+                    .flat_map(|level| v.files(level).iter().map(move |f| (level, f)))
+                    .filter_map(|(level, f)| self.table_cache.get(f.number, level).ok())
                     .map(|t| t.properties().num_entries)
                     .sum();
                 Some((mem as u64 + tables).to_string())

@@ -166,7 +166,7 @@ impl DbInner {
                 })
                 .collect();
             if !group.is_empty() {
-                self.file_get(f, pending, &group, results, fill_cache);
+                self.file_get((0, f), pending, &group, results, fill_cache);
                 active.retain(|&j| results[pending.key_index[j]].is_none());
             }
         }
@@ -197,7 +197,7 @@ impl DbInner {
                 };
                 if current != Some(f) && !group.is_empty() {
                     let prev = current.expect("a group belongs to a file");
-                    self.file_get(&files[prev], pending, &group, results, fill_cache);
+                    self.file_get((level, &files[prev]), pending, &group, results, fill_cache);
                     group.clear();
                 }
                 current = Some(f);
@@ -210,7 +210,7 @@ impl DbInner {
                 }
             }
             if let (Some(f), false) = (current, group.is_empty()) {
-                self.file_get(&files[f], pending, &group, results, fill_cache);
+                self.file_get((level, &files[f]), pending, &group, results, fill_cache);
                 group.clear();
             }
             active.retain(|&j| results[pending.key_index[j]].is_none());
@@ -218,16 +218,16 @@ impl DbInner {
     }
 
     /// Looks up the pending keys `group` (ascending positions in `pending`)
-    /// in table `f`, recording each answer the table gives.
+    /// in table `f` of `level`, recording each answer the table gives.
     fn file_get(
         &self,
-        f: &FileMetaData,
+        (level, f): (usize, &FileMetaData),
         pending: &Pending,
         group: &[usize],
         results: &mut [Option<MultiGetResult>],
         fill_cache: bool,
     ) {
-        let table = match self.table_cache.get_for(f) {
+        let table = match self.table_cache.get_for(f, level) {
             Ok(t) => t,
             Err(e) => {
                 for &j in group {

@@ -94,6 +94,10 @@ pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
         ucmp.clone(),
         block_cache,
         opts.max_open_files,
+    )
+    .with_index_and_filter_placement(
+        opts.table.cache_index_and_filter_blocks,
+        opts.table.pin_l0_filter_and_index_blocks_in_cache,
     );
     let inner = Arc::new(DbInner {
         dir: dir.to_owned(),

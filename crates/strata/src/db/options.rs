@@ -56,6 +56,8 @@ pub struct BlockBasedOptions {
     pub(crate) no_block_cache: bool,
     pub(crate) data_block_index_type: crate::sst::DataBlockIndexType,
     pub(crate) data_block_hash_ratio: f64,
+    pub(crate) cache_index_and_filter_blocks: bool,
+    pub(crate) pin_l0_filter_and_index_blocks_in_cache: bool,
 }
 
 impl Default for BlockBasedOptions {
@@ -69,6 +71,8 @@ impl Default for BlockBasedOptions {
             no_block_cache: false,
             data_block_index_type: crate::sst::DataBlockIndexType::BinarySearch,
             data_block_hash_ratio: 0.75,
+            cache_index_and_filter_blocks: false,
+            pin_l0_filter_and_index_blocks_in_cache: false,
         }
     }
 }
@@ -113,6 +117,25 @@ impl BlockBasedOptions {
     /// search) for comparators that may equate byte-different keys.
     pub fn set_data_block_index_type(&mut self, index_type: crate::sst::DataBlockIndexType) {
         self.data_block_index_type = index_type;
+    }
+
+    /// Keeps each table's index and filter in the block cache, charged by
+    /// the memory they take and evicted like data blocks (read from the file
+    /// again when needed), instead of in the open table for its lifetime
+    /// (default false, as RocksDB). Bounds their memory by the cache
+    /// capacity; costs a cache lookup per table a read visits. Without a
+    /// block cache it has no effect.
+    pub fn set_cache_index_and_filter_blocks(&mut self, v: bool) {
+        self.cache_index_and_filter_blocks = v;
+    }
+
+    /// With `cache_index_and_filter_blocks`, tables opened while in level 0
+    /// also keep their index and filter themselves, so lookups in the
+    /// newest tables never wait for them to be read again (default false).
+    /// Unlike RocksDB, the cache may still evict its copy: the memory then
+    /// stays with the table, uncharged, bounded by the number of L0 files.
+    pub fn set_pin_l0_filter_and_index_blocks_in_cache(&mut self, v: bool) {
+        self.pin_l0_filter_and_index_blocks_in_cache = v;
     }
 
     /// Distinct user keys per hash bucket for `BinaryAndHash` (default

@@ -176,10 +176,10 @@ impl DbInner {
         let deeper = (1..NUM_LEVELS).filter_map(|level| {
             let i = v.find_file(&self.icmp, level, lookup);
             let f = v.files(level).get(i)?;
-            (ucmp.compare(key, f.smallest.user_key()) != Ordering::Less).then_some(f)
+            (ucmp.compare(key, f.smallest.user_key()) != Ordering::Less).then_some((level, f))
         });
-        for f in l0.chain(deeper) {
-            let table = self.table_cache.get_for(f)?;
+        for (level, f) in l0.map(|f| (0, f)).chain(deeper) {
+            let table = self.table_cache.get_for(f, level)?;
             if let Some(e) = table.get_opt(lookup, hash, fill_cache)? {
                 return Ok(match e.kind {
                     ValueKind::Value => Some(DBPinnableSlice::from_block(e.value)),
@@ -202,7 +202,9 @@ impl DbInner {
             children.push(Box::new(m.iter()));
         }
         for f in sv.version.files(0) {
-            children.push(Box::new(self.table_cache.get_for(f)?.iter_opt(fill_cache)));
+            children.push(Box::new(
+                self.table_cache.get_for(f, 0)?.iter_opt(fill_cache),
+            ));
         }
         for level in 1..NUM_LEVELS {
             if sv.version.num_files(level) > 0 {

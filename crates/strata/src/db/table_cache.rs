@@ -9,7 +9,7 @@ use crate::cache::{BlockCache, LruCache};
 use crate::env::FileSystem;
 use crate::error::Result;
 use crate::key::Comparator;
-use crate::sst::TableReader;
+use crate::sst::{MetaPlacement, TableReader};
 use crate::version::FileMetaData;
 
 use super::filename::table_file_name;
@@ -40,6 +40,10 @@ pub(crate) struct TableCache {
     /// No `max_open_files` bound: readers are also kept in their files'
     /// metadata.
     unbounded: bool,
+    /// Where readers keep their index and filter: in L0 tables, and in the
+    /// others.
+    placement_l0: MetaPlacement,
+    placement: MetaPlacement,
 }
 
 impl std::fmt::Debug for TableCache {
@@ -74,6 +78,8 @@ impl TableCache {
             user_cmp,
             block_cache,
             unbounded: max_open_files < 0,
+            placement_l0: MetaPlacement::Reader,
+            placement: MetaPlacement::Reader,
             readers: LruCache::new(
                 capacity,
                 Some(if (0..160).contains(&max_open_files) {
@@ -85,19 +91,42 @@ impl TableCache {
         }
     }
 
-    /// The reader for table `number`, opening it if needed.
-    pub(crate) fn get(&self, number: u64) -> Result<Arc<TableReader>> {
+    /// Readers opened from now on keep their index and filter in the block
+    /// cache (`cache_index_and_filter_blocks`), those opened while in L0
+    /// also in themselves (`pin_l0`). No effect without a block cache.
+    pub(crate) fn with_index_and_filter_placement(mut self, cached: bool, pin_l0: bool) -> Self {
+        if cached && self.block_cache.is_some() {
+            self.placement = MetaPlacement::Cache;
+            self.placement_l0 = if pin_l0 {
+                MetaPlacement::CachePinned
+            } else {
+                MetaPlacement::Cache
+            };
+        }
+        self
+    }
+
+    /// The reader for table `number` (in `level`, which decides where a
+    /// newly opened reader keeps its index and filter), opening it if
+    /// needed.
+    pub(crate) fn get(&self, number: u64, level: usize) -> Result<Arc<TableReader>> {
         if let Some(r) = self.readers.get(&number) {
             return Ok(r);
         }
         let path = table_file_name(&self.dir, number);
         let file = self.fs.open_random_access(&path)?;
         let name = path.display().to_string();
-        let reader = Arc::new(TableReader::open_with_cache(
+        let placement = if level == 0 {
+            self.placement_l0
+        } else {
+            self.placement
+        };
+        let reader = Arc::new(TableReader::open_placed(
             file,
             name,
             self.user_cmp.clone(),
             self.block_cache.clone(),
+            placement,
         )?);
         self.readers.insert(number, reader.clone(), 1);
         Ok(reader)
@@ -106,11 +135,11 @@ impl TableCache {
     /// The reader of `file`: the one kept in its metadata if there is one,
     /// otherwise from the cache (and then kept in the metadata if the cache
     /// has no bound).
-    pub(crate) fn get_for<'f>(&self, file: &'f FileMetaData) -> Result<TableRef<'f>> {
+    pub(crate) fn get_for<'f>(&self, file: &'f FileMetaData, level: usize) -> Result<TableRef<'f>> {
         if let Some(r) = file.reader.get() {
             return Ok(TableRef::Pinned(r));
         }
-        let r = self.get(file.number)?;
+        let r = self.get(file.number, level)?;
         if self.unbounded {
             // A racing reader may have set it first: both hold the same
             // cached reader.

@@ -86,6 +86,15 @@ impl IndexArray {
         Ok(a)
     }
 
+    /// Bytes in memory (what a block cache is charged for it).
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.prefixes.capacity() * std::mem::size_of::<u64>()
+            + self.keys.capacity()
+            + self.key_ends.capacity() * std::mem::size_of::<u32>()
+            + self.handles.capacity() * std::mem::size_of::<BlockHandle>()
+            + std::mem::size_of::<IndexArray>()
+    }
+
     /// Number of entries (data blocks).
     pub(crate) fn len(&self) -> usize {
         self.handles.len()

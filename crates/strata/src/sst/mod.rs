@@ -31,7 +31,7 @@ pub use block::DataBlockIndexType;
 pub use properties::TableProperties;
 pub use table_builder::TableBuilder;
 pub use table_iter::TableIterator;
-pub(crate) use table_reader::TableProbe;
+pub(crate) use table_reader::{MetaPlacement, TableIndex, TableProbe};
 pub use table_reader::{TableEntry, TableReader};
 
 /// Metaindex name of the bloom filter block.

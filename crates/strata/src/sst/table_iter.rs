@@ -32,14 +32,20 @@ impl std::fmt::Debug for TableIterator {
 }
 
 impl TableIterator {
+    /// An iterator over `table`. If its index cannot be read (kept in the
+    /// block cache, evicted, and now unreadable) the iterator is empty with
+    /// that error as its status.
     pub(super) fn new(table: Arc<TableReader>, fill_cache: bool) -> TableIterator {
-        let index = table.index_iter();
+        let (index, status) = match table.index_iter() {
+            Ok(index) => (index, Ok(())),
+            Err(e) => (BlockIter::empty(table.name().clone()), Err(e)),
+        };
         TableIterator {
             table,
             index,
             data: None,
             data_handle: None,
-            status: Ok(()),
+            status,
             fill_cache,
         }
     }

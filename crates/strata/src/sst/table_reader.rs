@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::cache::{block_charge, BlockCache};
+use crate::cache::{block_charge, BlockCache, CachedBlock, CachedRepr};
 use crate::env::RandomAccessFile;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
@@ -26,8 +26,11 @@ use super::index::IndexValue;
 use super::index_array::IndexArray;
 use super::{TableIterator, TableProperties, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME};
 
+mod meta;
 mod multi_get;
 
+use meta::Meta;
+pub(crate) use meta::{MetaPlacement, TableIndex};
 pub(crate) use multi_get::TableProbe;
 
 /// The newest entry for a user key at or below a lookup's sequence number.
@@ -51,10 +54,10 @@ pub struct TableReader {
     /// the trait object at every block a lookup reads.
     order: Option<BuiltinOrder>,
     footer: Footer,
-    index: Block,
-    /// `index` decoded for point lookups.
-    index_array: IndexArray,
-    filter: Option<BloomFilter>,
+    /// The index block and its decoded arrays, here or in the cache.
+    index: Meta<Arc<TableIndex>>,
+    /// `None`: the table has no filter.
+    filter: Option<Meta<BloomFilter>>,
     props: TableProperties,
     /// The block cache and this reader's key space in it.
     cache: Option<(Arc<BlockCache>, u64)>,
@@ -93,6 +96,19 @@ impl TableReader {
         name: impl Into<Arc<str>>,
         comparator: Arc<dyn Comparator>,
         cache: Option<Arc<BlockCache>>,
+    ) -> Result<TableReader> {
+        Self::open_placed(file, name, comparator, cache, MetaPlacement::Reader)
+    }
+
+    /// Opens a table whose data blocks go through `cache`, and its index
+    /// and filter too unless `placement` is [`MetaPlacement::Reader`] (or
+    /// there is no cache). Both are read and checked here either way.
+    pub(crate) fn open_placed(
+        file: Arc<dyn RandomAccessFile>,
+        name: impl Into<Arc<str>>,
+        comparator: Arc<dyn Comparator>,
+        cache: Option<Arc<BlockCache>>,
+        placement: MetaPlacement,
     ) -> Result<TableReader> {
         let name: Arc<str> = name.into();
         let size = file.size();
@@ -156,35 +172,51 @@ impl TableReader {
                 comparator.name()
             )));
         }
+        let cache = cache.map(|c| (c, next_cache_id()));
         let filter = match filter_handle {
-            Some(h) => Some(BloomFilter::new(
-                read_block(&*file, &name, h)?,
-                &name,
-                h.offset,
-            )?),
+            Some(h) => {
+                let f = BloomFilter::new(read_block(&*file, &name, h)?, &name, h.offset)?;
+                let bytes = f.size_bytes();
+                Some(meta::place(
+                    f,
+                    bytes,
+                    h,
+                    placement,
+                    cache.as_ref(),
+                    CachedRepr::Filter,
+                ))
+            }
             None => None,
         };
-        let index = Block::new(
-            read_block(&*file, &name, footer.index)?,
-            name.clone(),
-            footer.index.offset,
-        )?;
         let icmp: Arc<dyn Comparator> = Arc::new(InternalKeyComparator::new(comparator.clone()));
         let order = comparator.builtin_order();
-        let index_array =
-            IndexArray::build(&index, icmp.clone(), order, &name, footer.index.offset)?;
+        let index = Arc::new(TableIndex::read(
+            &*file,
+            &name,
+            footer.index,
+            icmp.clone(),
+            order,
+        )?);
+        let bytes = index.memory_bytes();
+        let index = meta::place(
+            index,
+            bytes,
+            footer.index,
+            placement,
+            cache.as_ref(),
+            CachedRepr::Index,
+        );
         Ok(TableReader {
             file,
             name,
             icmp,
-            index_array,
             order,
             user_cmp: comparator,
             footer,
             index,
             filter,
             props,
-            cache: cache.map(|c| (c, next_cache_id())),
+            cache,
         })
     }
 
@@ -209,16 +241,19 @@ impl TableReader {
     }
 
     /// False when the filter proves that no key with this hash
-    /// ([`super::filter::filter_hash`] of the user key) is in the table.
+    /// ([`super::filter::filter_hash`] of the user key) is in the table;
+    /// true otherwise, also when a filter kept in the block cache could not
+    /// be read again (a lookup then reads the data and reports the error).
     pub fn may_contain_hash(&self, hash: u64) -> bool {
-        self.filter
-            .as_ref()
-            .is_none_or(|f| f.may_contain_hash(hash))
+        match self.filter() {
+            Ok(f) => f.is_none_or(|f| f.may_contain_hash(hash)),
+            Err(_) => true,
+        }
     }
 
     /// Hints the CPU to load the filter line for `hash`.
     pub fn prefetch_filter(&self, hash: u64) {
-        if let Some(f) = &self.filter {
+        if let Ok(Some(f)) = self.filter() {
             f.prefetch(hash);
         }
     }
@@ -242,14 +277,23 @@ impl TableReader {
         on_hit: impl FnOnce(&Block),
     ) -> Result<Block> {
         if let Some((cache, id)) = &self.cache {
-            if let Some(block) = cache.get_with(&(*id, handle.offset), on_hit) {
+            let hit = cache.get_with(&(*id, handle.offset), |c| {
+                if let Some(b) = c.data_block() {
+                    on_hit(b)
+                }
+            });
+            if let Some(CachedBlock(CachedRepr::Data(block))) = hit {
                 return Ok(block);
             }
         }
         let data = read_block(&*self.file, &self.name, handle)?;
         let block = Block::new(data, self.name.clone(), handle.offset)?;
         if let (Some((cache, id)), true) = (&self.cache, fill_cache) {
-            cache.insert((*id, handle.offset), block.clone(), block_charge(&block));
+            cache.insert(
+                (*id, handle.offset),
+                block.clone().into(),
+                block_charge(&block),
+            );
         }
         Ok(block)
     }
@@ -262,10 +306,14 @@ impl TableReader {
             .with_internal_order(self.order)
     }
 
-    pub(crate) fn index_iter(&self) -> super::block::BlockIter {
-        self.index
+    /// An iterator over the index block (read again if it was evicted from
+    /// the block cache, which can fail).
+    pub(crate) fn index_iter(&self) -> Result<super::block::BlockIter> {
+        Ok(self
+            .index()?
+            .block
             .iter(self.icmp.clone())
-            .with_internal_order(self.order)
+            .with_internal_order(self.order))
     }
 
     pub(crate) fn decode_index_value<'a>(
@@ -298,17 +346,21 @@ impl TableReader {
         hash: u64,
         fill_cache: bool,
     ) -> Result<Option<TableEntry>> {
-        if !self.may_contain_hash(hash) {
-            return Ok(None);
+        if let Some(filter) = self.filter()? {
+            if !filter.may_contain_hash(hash) {
+                return Ok(None);
+            }
         }
-        let first = self.index_array.lower_bound(lookup);
-        self.get_from_block(first, lookup, hash, fill_cache)
+        let index = self.index()?;
+        let first = index.array.lower_bound(lookup);
+        self.get_from_block(&index.array, first, lookup, hash, fill_cache)
     }
 
-    /// The rest of a point lookup once the index has named data block
-    /// `first` (`index_array.len()` if every separator is below `lookup`).
+    /// The rest of a point lookup once `index` has named data block `first`
+    /// (`index.len()` if every separator is below `lookup`).
     fn get_from_block(
         &self,
+        index: &IndexArray,
         first: usize,
         lookup: &[u8],
         hash: u64,
@@ -318,8 +370,8 @@ impl TableReader {
         // The separator of a block is < the first key of the next block, so
         // the answer is almost always in the first block; the loop covers
         // comparators whose separators are not that tight.
-        for i in first..self.index_array.len() {
-            let handle = self.index_array.handle(i);
+        for i in first..index.len() {
+            let handle = index.handle(i);
             let block =
                 self.read_data_block_with(handle, fill_cache, |b| b.prefetch_for_get(hash))?;
             let mut it = self.data_block_iter(block);
@@ -380,7 +432,9 @@ impl TableReader {
     /// Approximate file offset where the data for `ikey` begins (the size of
     /// the data section if `ikey` is past the last key).
     pub fn approximate_offset_of(&self, ikey: &[u8]) -> u64 {
-        let mut index = self.index_iter();
+        let Ok(mut index) = self.index_iter() else {
+            return self.props.data_size;
+        };
         index.seek(ikey);
         if index.valid() {
             if let Some(v) = IndexValue::decode(index.value()) {

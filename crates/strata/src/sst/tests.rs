@@ -712,3 +712,83 @@ fn util_ratio_is_validated() {
         opts.validate().unwrap();
     }
 }
+
+/// Where the index and filter live decides what a lookup reads from the
+/// file once the cache is emptied: with `Cache` the index and filter are
+/// read again (and cached again), with `CachePinned` and `Reader` only the
+/// data block. Answers are the same in every placement, and a cache too
+/// small for the index still answers right.
+#[test]
+fn index_and_filter_placement() {
+    use crate::env::{FaultInjectionFileSystem, FileOp};
+    let cmp: Arc<dyn Comparator> = Arc::new(crate::key::BytewiseComparator);
+    let mut rng = StdRng::seed_from_u64(21);
+    let entries = random_entries(&mut rng, 400, &cmp);
+    let (bytes, _) = write_table(
+        &entries,
+        &TableOptions {
+            block_size: 512,
+            bloom_bits_per_key: 10.0,
+            ..Default::default()
+        },
+    );
+    let fs = FaultInjectionFileSystem::new(Arc::new(MemFileSystem::new()));
+    let path = Path::new("/p.sst");
+    crate::env::write_file_atomic(&fs, path, &bytes).unwrap();
+    let (user, _) = {
+        let p = crate::key::parse_internal_key(&entries[entries.len() / 2].0).unwrap();
+        (p.user_key.to_vec(), p.sequence)
+    };
+    let lookup = ikey(&user, crate::key::MAX_SEQUENCE_NUMBER, ValueKind::FOR_SEEK);
+    let placements = [
+        (MetaPlacement::Reader, 1),
+        (MetaPlacement::CachePinned, 1),
+        (MetaPlacement::Cache, 3), // index, filter, data block
+    ];
+    for (placement, reads_after_eviction) in placements {
+        let cache = Arc::new(crate::cache::BlockCache::new(1 << 20, Some(0)));
+        let table = TableReader::open_placed(
+            fs.open_random_access(path).unwrap(),
+            "p.sst",
+            cmp.clone(),
+            Some(cache.clone()),
+            placement,
+        )
+        .unwrap();
+        let cached_at_open = cache.usage();
+        match placement {
+            MetaPlacement::Reader => assert_eq!(cached_at_open, 0),
+            _ => assert!(
+                cached_at_open > 0,
+                "{placement:?}: index and filter charged"
+            ),
+        }
+        let table = Arc::new(table);
+        check_gets(&table, &entries, &mut rng);
+        check_iterator(&table, &entries, &mut rng);
+        cache.erase_if(|_| true);
+        let reads = fs.stats().calls(FileOp::Read);
+        let found = table.get(&lookup, filter_hash(&user)).unwrap();
+        assert!(found.is_some(), "{placement:?}");
+        assert_eq!(
+            fs.stats().calls(FileOp::Read) - reads,
+            reads_after_eviction,
+            "{placement:?}: file reads for one get after the cache was emptied"
+        );
+        // A cache that holds almost nothing: the index and filter are read
+        // again for every lookup, and every answer is still right.
+        let tiny = Arc::new(crate::cache::BlockCache::new(64, Some(0)));
+        let table = Arc::new(
+            TableReader::open_placed(
+                fs.open_random_access(path).unwrap(),
+                "p.sst",
+                cmp.clone(),
+                Some(tiny),
+                placement,
+            )
+            .unwrap(),
+        );
+        check_gets(&table, &entries, &mut rng);
+        check_iterator(&table, &entries, &mut rng);
+    }
+}

@@ -360,7 +360,9 @@ impl Job<'_> {
         let db = self.db;
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         for f in self.c.all_inputs() {
-            children.push(Box::new(db.table_cache.get(f.number)?.iter_opt(false)));
+            // Inputs leave with this compaction: open them as deep tables.
+            let reader = db.table_cache.get(f.number, self.c.output_level)?;
+            children.push(Box::new(reader.iter_opt(false)));
         }
         let icmp: Arc<dyn Comparator> = Arc::new(db.icmp.clone());
         let mut it = MergingIterator::new(icmp, children);
@@ -464,7 +466,7 @@ impl Job<'_> {
         cur.builder.sync()?;
         // Durable name before the manifest refers to it (see write_table).
         self.db.fs.sync_dir(&self.db.dir)?;
-        self.db.table_cache.get(cur.number)?;
+        self.db.table_cache.get(cur.number, self.c.output_level)?;
         out.done.push(NewFile {
             number: cur.number,
             file_size: cur.builder.file_size(),

@@ -101,6 +101,18 @@ impl BlockIter {
         }
     }
 
+    /// An iterator over a block of no entries (of table `file`): never
+    /// valid. Stands in where a block could not be read and the owner
+    /// reports that error itself.
+    pub(crate) fn empty(file: Arc<str>) -> BlockIter {
+        // No entries; one restart point at offset 0; footer: 1 restart,
+        // no hash index.
+        const EMPTY: [u8; 8] = [0, 0, 0, 0, 1, 0, 0, 0];
+        let block = Block::new(Bytes::from_static(&EMPTY), file, 0)
+            .expect("the empty block is well formed");
+        Self::from_block(block, Arc::new(crate::key::BytewiseComparator))
+    }
+
     /// Declares that the iterator's comparator is the internal-key
     /// comparator over the built-in `order` (from the user comparator's
     /// [`Comparator::builtin_order`]), so that comparisons skip the trait

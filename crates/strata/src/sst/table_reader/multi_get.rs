@@ -19,6 +19,7 @@
 use super::TableReader;
 use crate::error::Result;
 use crate::sst::block::Block;
+use crate::sst::index_array::IndexArray;
 use crate::sst::TableEntry;
 
 /// One key of a batched lookup: its lookup key (user key, the read's
@@ -61,26 +62,32 @@ impl TableReader {
                 self.name
             );
         }
+        // The index and filter once for the batch (from the cache, maybe).
+        let (filter, index) = match (self.filter(), self.index()) {
+            (Ok(f), Ok(i)) => (f, i),
+            (Err(e), _) | (_, Err(e)) => {
+                return (0..probes.len()).for_each(|i| answer(i, Err(e.clone())));
+            }
+        };
+        let index = &index.array;
         // Pass 1: the filter, every line asked for before any is tested.
-        if let Some(filter) = &self.filter {
+        if let Some(filter) = &filter {
             for p in probes {
                 filter.prefetch(p.hash);
             }
         }
         // Pass 2: filter tests and the block of each survivor. `survivors`
         // holds (probe, block index) in probe order, so blocks ascend too.
-        let num_blocks = self.index_array.len();
+        let num_blocks = index.len();
         let mut survivors: Vec<(usize, usize)> = Vec::with_capacity(probes.len());
         let mut runs: Vec<BlockRun> = Vec::new();
         for (i, p) in probes.iter().enumerate() {
-            if !self.may_contain_hash(p.hash) {
+            if filter.as_ref().is_some_and(|f| !f.may_contain_hash(p.hash)) {
                 continue;
             }
             let block_index = match runs.last() {
-                Some(run) if self.index_array.at_or_before(run.block_index, p.lookup) => {
-                    run.block_index
-                }
-                _ => self.index_array.lower_bound(p.lookup),
+                Some(run) if index.at_or_before(run.block_index, p.lookup) => run.block_index,
+                _ => index.lower_bound(p.lookup),
             };
             if block_index >= num_blocks {
                 // Past the last separator: in no block of this table, and
@@ -101,7 +108,7 @@ impl TableReader {
         // Pass 3: each block once, all of them before any seek, so that the
         // lines the seeks read first are on their way for every block.
         for run in &mut runs {
-            let handle = self.index_array.handle(run.block_index);
+            let handle = index.handle(run.block_index);
             let keys = &survivors[run.start..run.end];
             run.block = Some(self.read_data_block_with(handle, fill_cache, |b| {
                 for &(i, _) in keys {
@@ -115,18 +122,19 @@ impl TableReader {
             match run.block.expect("every run's block was fetched in pass 3") {
                 Err(e) => keys.iter().for_each(|&(i, _)| answer(i, Err(e.clone()))),
                 Ok(block) => {
-                    self.seek_run(block, run.block_index, keys, probes, fill_cache, answer)
+                    let run_at = (index, run.block_index);
+                    self.seek_run(block, run_at, keys, probes, fill_cache, answer)
                 }
             }
         }
     }
 
     /// The seeks of the probes `keys` (probe index, block index) that land
-    /// in `block`, data block `block_index` of the table.
+    /// in `block`, data block `block_index` of `index`.
     fn seek_run(
         &self,
         block: Block,
-        block_index: usize,
+        (index, block_index): (&IndexArray, usize),
         keys: &[(usize, usize)],
         probes: &[TableProbe<'_>],
         fill_cache: bool,
@@ -141,7 +149,7 @@ impl TableReader {
                 Ok(Some(found)) => Ok(found),
                 // Every key of the block is below the lookup: a separator
                 // that is not tight, so the answer may be in a later block.
-                Ok(None) => self.get_from_block(block_index + 1, lookup, hash, fill_cache),
+                Ok(None) => self.get_from_block(index, block_index + 1, lookup, hash, fill_cache),
                 Err(e) => Err(e),
             };
             match decided {

@@ -1,0 +1,166 @@
+//! Where an open table keeps its index and filter: in the reader from open
+//! to drop (the default), or in the block cache, charged by the memory they
+//! take and evictable like data blocks (RocksDB's
+//! `cache_index_and_filter_blocks`), read and decoded again after an
+//! eviction. Pinned (RocksDB's `pin_l0_filter_and_index_blocks_in_cache`):
+//! in the cache for the charge and held by the reader too, so lookups never
+//! wait for them to be read again.
+//!
+//! Unlike RocksDB's pinned entries, ours can still be evicted: the reader's
+//! copy then stays alive without being charged. Their number is bounded by
+//! the L0 files the database allows (its write stop trigger).
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use super::TableReader;
+use crate::cache::{BlockCache, CachedBlock, CachedRepr, BLOCK_CACHE_ENTRY_OVERHEAD_BYTES};
+use crate::env::RandomAccessFile;
+use crate::error::Result;
+use crate::key::{BuiltinOrder, Comparator};
+use crate::sst::block::Block;
+use crate::sst::filter::BloomFilter;
+use crate::sst::format::{read_block, BlockHandle};
+use crate::sst::index_array::IndexArray;
+
+/// Where a table opened with a block cache keeps its index and filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum MetaPlacement {
+    /// In the reader.
+    #[default]
+    Reader,
+    /// In the block cache.
+    Cache,
+    /// In the block cache, and held by the reader.
+    CachePinned,
+}
+
+/// A table's index as lookups use it: the index block (iterators walk it)
+/// and its decoded arrays (point lookups search them).
+pub(crate) struct TableIndex {
+    pub(crate) block: Block,
+    pub(crate) array: IndexArray,
+}
+
+impl TableIndex {
+    /// Reads, checks and decodes the index block at `handle` of `file`.
+    pub(crate) fn read(
+        file: &dyn RandomAccessFile,
+        name: &Arc<str>,
+        handle: BlockHandle,
+        icmp: Arc<dyn Comparator>,
+        order: Option<BuiltinOrder>,
+    ) -> Result<TableIndex> {
+        let block = Block::new(read_block(file, name, handle)?, name.clone(), handle.offset)?;
+        let array = IndexArray::build(&block, icmp, order, name, handle.offset)?;
+        Ok(TableIndex { block, array })
+    }
+
+    /// Bytes in memory: the block and the arrays.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.block.size() + self.array.memory_bytes()
+    }
+}
+
+/// An index or filter kept by the reader or in the cache.
+pub(super) enum Meta<T> {
+    Held(T),
+    /// In the block cache under (the reader's cache id, the block's offset).
+    Cached(BlockHandle),
+}
+
+/// An index or filter borrowed from the reader or fetched from the cache.
+pub(crate) enum MetaRef<'a, T> {
+    Borrowed(&'a T),
+    Owned(T),
+}
+
+impl<T> Deref for MetaRef<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        match self {
+            MetaRef::Borrowed(t) => t,
+            MetaRef::Owned(t) => t,
+        }
+    }
+}
+
+/// The cache's charge for an index or filter of `bytes` bytes.
+fn charge(bytes: usize) -> usize {
+    bytes + BLOCK_CACHE_ENTRY_OVERHEAD_BYTES
+}
+
+/// Places an index or filter read at open: inserts it into `cache` when the
+/// placement says so, and keeps it in the reader unless it is to live in
+/// the cache alone.
+pub(super) fn place<T: Clone>(
+    value: T,
+    bytes: usize,
+    handle: BlockHandle,
+    placement: MetaPlacement,
+    cache: Option<&(Arc<BlockCache>, u64)>,
+    wrap: impl FnOnce(T) -> CachedRepr,
+) -> Meta<T> {
+    let Some((cache, id)) = cache.filter(|_| placement != MetaPlacement::Reader) else {
+        return Meta::Held(value);
+    };
+    cache.insert(
+        (*id, handle.offset),
+        CachedBlock(wrap(value.clone())),
+        charge(bytes),
+    );
+    match placement {
+        MetaPlacement::Cache => Meta::Cached(handle),
+        _ => Meta::Held(value),
+    }
+}
+
+impl TableReader {
+    /// The table's index, from the reader or the cache (read from the file
+    /// again after an eviction).
+    pub(crate) fn index(&self) -> Result<MetaRef<'_, Arc<TableIndex>>> {
+        let handle = match &self.index {
+            Meta::Held(index) => return Ok(MetaRef::Borrowed(index)),
+            Meta::Cached(handle) => *handle,
+        };
+        let (cache, id) = self.cache.as_ref().expect("a cached index has a cache");
+        if let Some(CachedBlock(CachedRepr::Index(index))) = cache.get(&(*id, handle.offset)) {
+            return Ok(MetaRef::Owned(index));
+        }
+        let index = Arc::new(TableIndex::read(
+            &*self.file,
+            &self.name,
+            handle,
+            self.icmp.clone(),
+            self.order,
+        )?);
+        cache.insert(
+            (*id, handle.offset),
+            CachedBlock(CachedRepr::Index(index.clone())),
+            charge(index.memory_bytes()),
+        );
+        Ok(MetaRef::Owned(index))
+    }
+
+    /// The table's filter (`None`: the table has none), from the reader or
+    /// the cache (read from the file again after an eviction).
+    pub(crate) fn filter(&self) -> Result<Option<MetaRef<'_, BloomFilter>>> {
+        let handle = match &self.filter {
+            None => return Ok(None),
+            Some(Meta::Held(filter)) => return Ok(Some(MetaRef::Borrowed(filter))),
+            Some(Meta::Cached(handle)) => *handle,
+        };
+        let (cache, id) = self.cache.as_ref().expect("a cached filter has a cache");
+        if let Some(CachedBlock(CachedRepr::Filter(f))) = cache.get(&(*id, handle.offset)) {
+            return Ok(Some(MetaRef::Owned(f)));
+        }
+        let data = read_block(&*self.file, &self.name, handle)?;
+        let filter = BloomFilter::new(data, &self.name, handle.offset)?;
+        cache.insert(
+            (*id, handle.offset),
+            CachedBlock(CachedRepr::Filter(filter.clone())),
+            charge(filter.size_bytes()),
+        );
+        Ok(Some(MetaRef::Owned(filter)))
+    }
+}
