@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # compare.sh WORKLOAD [SCALE]
 #
-# Runs standard workload W1, W2, W4 or W6 of ../shared/bench/WORKLOADS.md with
+# Runs standard workload W1, W2, W3, W4 or W6 of ../shared/bench/WORKLOADS.md with
 # `strata-bench --engine=rocksdb` and `strata-bench --engine=strata`, the same
 # flags for both, alternating the engines step by step (the first engine of a
 # step alternates too), and prints a table: workload, step, benchmark,
@@ -41,8 +41,13 @@
 #   W6_BENCHMARKS W6's benchmark list (default WORKLOADS.md's six; at scale 1
 #                 readwhilewriting alone takes 2-3 minutes per engine)
 #
-# W3 (multireadrandom) and W5 (NextPrefix) are not db_bench benchmarks of this
-# tool yet; for those see ../shared/bench/rocksdb.sh and build_w5_rocksdb.sh.
+#   W3_DURATION   seconds per W3 read step (default 20, as WORKLOADS.md; the
+#                 full grid is 49 steps per engine)
+#   W3_BATCHES, W3_STRIDES, W3_BATCHED
+#                 W3's grid (defaults "1 2 4 8 16 32", "0 16 256 4096", "0 1")
+#
+# W5 (NextPrefix) is not a db_bench benchmark of this tool yet; see
+# ../shared/bench/build_w5_rocksdb.sh.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -58,10 +63,9 @@ W=$(tr '[:lower:]' '[:upper:]' <<<"$1")
 SCALE=${2:-1}
 [[ $SCALE =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] || die "scale must be a positive number, got '$SCALE'"
 case $W in
-    W1 | W2 | W4 | W6) ;;
-    W3) die "W3 needs multireadrandom, which strata-bench does not have yet (use ../shared/bench/rocksdb.sh W3 for RocksDB alone)" ;;
+    W1 | W2 | W3 | W4 | W6) ;;
     W5) die "W5 is not a db_bench workload (see ../shared/bench/build_w5_rocksdb.sh)" ;;
-    *) die "unknown workload '$1': expected W1, W2, W4 or W6" ;;
+    *) die "unknown workload '$1': expected W1, W2, W3, W4 or W6" ;;
 esac
 
 NATIVE_TARGET=$ROOT/target/native
@@ -232,6 +236,30 @@ w2() {
     done
 }
 
+w3() {
+    local N B S M opts
+    N=$(scaled 12000000)
+    # --disable_auto_compactions and --cache_index_and_filter_blocks are
+    # read-side flags in WORKLOADS.md; the fill runs with the rest.
+    opts=(--key_size=16 --value_size=100 --compression_type=none --write_buffer_size=4194304
+        --target_file_size_base=4194304 --max_bytes_for_level_base=16777216 --bloom_bits=10 --seed=1)
+    step fill w3 --benchmarks=fillrandom,waitforcompaction,levelstats --num="$N" "${opts[@]}"
+    sizes "after fill" w3
+    levelfiles "after fill" fill
+    local read=(--use_existing_db=1 --num="$N" --duration="${W3_DURATION:-20}" --threads=1
+        --cache_size=4194304000 --cache_index_and_filter_blocks=1
+        --pin_l0_filter_and_index_blocks_in_cache=1 --disable_auto_compactions=1 "${opts[@]}")
+    step get w3 --benchmarks=readrandom "${read[@]}"
+    for B in ${W3_BATCHES:-1 2 4 8 16 32}; do
+        for S in ${W3_STRIDES:-0 16 256 4096}; do
+            for M in ${W3_BATCHED:-0 1}; do
+                step "b$B-s$S-batched$M" w3 --benchmarks=multireadrandom --batch_size="$B" \
+                    --multiread_stride="$S" --multiread_batched="$M" "${read[@]}"
+            done
+        done
+    done
+}
+
 w4() {
     local N S K ub
     N=$(scaled 20000000)
@@ -261,7 +289,7 @@ T0=$(date +%s)
 for ((RUN = 1; RUN <= RUNS; RUN++)); do
     ((RUNS > 1)) && { RUN_SUFFIX="-run$RUN"; echo "== run $RUN of $RUNS"; }
     case $W in
-        W1) w1 ;; W2) w2 ;; W4) w4 ;; W6) w6 ;;
+        W1) w1 ;; W2) w2 ;; W3) w3 ;; W4) w4 ;; W6) w6 ;;
     esac
     rm -rf -- "${WORK:?}"/* "${DISK_WORK:?}"/*
 done
