@@ -161,7 +161,7 @@ impl DB {
     /// I/O error or corruption fails only the keys whose lookup met it.
     ///
     /// ```
-    /// # let dir = tempfile_dir("multi_get");
+    /// # let dir = std::env::temp_dir().join(format!("strata-doc-mg-{}", std::process::id()));
     /// let db = strata::DB::open_default(&dir)?;
     /// db.put(b"a", b"1")?;
     /// db.put(b"c", b"3")?;
@@ -170,9 +170,6 @@ impl DB {
     /// assert_eq!(values, vec![Some(b"3".to_vec()), None, Some(b"1".to_vec())]);
     /// # drop(db); strata::DB::destroy(&strata::Options::default(), &dir)?;
     /// # Ok::<(), strata::Error>(())
-    /// # fn tempfile_dir(n: &str) -> std::path::PathBuf {
-    /// #     std::env::temp_dir().join(format!("strata-doc-{n}-{}", std::process::id()))
-    /// # }
     /// ```
     pub fn multi_get<K: AsRef<[u8]>, I: IntoIterator<Item = K>>(
         &self,
