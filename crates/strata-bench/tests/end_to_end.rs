@@ -332,6 +332,37 @@ fn unsupported_and_unknown_requests_are_errors() {
 }
 
 #[test]
+fn a_fresh_database_is_never_made_over_a_directory_that_holds_no_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let precious = dir.path().join("000001.log");
+    std::fs::write(&precious, b"not a benchmark's").unwrap();
+    let mut out = Vec::new();
+    let e = strata_bench::run(
+        &args(&[
+            &format!("--db={}", dir.path().display()),
+            "--benchmarks=fillseq",
+            "--num=10",
+        ]),
+        &mut out,
+    )
+    .expect_err("must refuse")
+    .to_string();
+    assert!(e.contains("no database (no CURRENT file)"), "{e}");
+    assert!(precious.exists(), "the file was deleted");
+    let e = strata_bench::run(
+        &args(&[
+            &format!("--db={}", precious.display()),
+            "--benchmarks=fillseq",
+            "--num=10",
+        ]),
+        &mut out,
+    )
+    .expect_err("must refuse")
+    .to_string();
+    assert!(e.contains("is a file, not a database directory"), "{e}");
+}
+
+#[test]
 fn binary_reports_unknown_flags_with_a_suggestion() {
     let out = Command::new(env!("CARGO_BIN_EXE_strata-bench"))
         .args(["--benchmarks=fillseq", "-num_keys=10"])

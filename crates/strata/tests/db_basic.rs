@@ -515,3 +515,40 @@ fn create_refuses_a_directory_with_orphaned_logs() {
     let db = DB::open(&opts, "/fresh").unwrap();
     assert_eq!(db.get(b"old").unwrap(), None);
 }
+
+#[test]
+fn destroy_refuses_a_directory_that_holds_no_database() {
+    let fs = MemFileSystem::new();
+    let opts = mem_opts(&fs);
+    let dir = std::path::Path::new("/not-a-db");
+    fs.create_dir_all(dir).unwrap();
+    for name in ["000007.log", "000008.sst", "notes.txt"] {
+        strata::env::write_file_atomic(&fs, &dir.join(name), b"someone else's").unwrap();
+    }
+    let before = fs.list(dir).unwrap();
+    let e = DB::destroy(&opts, dir).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    assert!(
+        e.to_string().contains("no database (no CURRENT file)"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("000007.log"), "{e}");
+    assert_eq!(fs.list(dir).unwrap(), before, "nothing deleted");
+    // A real database is destroyed, and so is what a crashed creation
+    // leaves (a lock and a manifest, no CURRENT); a missing directory is
+    // fine.
+    {
+        let db = DB::open(&opts, "/db").unwrap();
+        db.put(b"k", b"v").unwrap();
+    }
+    DB::destroy(&opts, "/db").unwrap();
+    assert!(!fs.exists(std::path::Path::new("/db/CURRENT")));
+    let crashed = std::path::Path::new("/crashed");
+    fs.create_dir_all(crashed).unwrap();
+    for name in ["LOCK", "MANIFEST-000001"] {
+        strata::env::write_file_atomic(&fs, &crashed.join(name), b"").unwrap();
+    }
+    DB::destroy(&opts, crashed).unwrap();
+    assert!(!fs.exists(&crashed.join("MANIFEST-000001")));
+    DB::destroy(&opts, "/never-created").unwrap();
+}

@@ -258,7 +258,34 @@ pub fn open(name: &str, cfg: &EngineConfig, path: &Path, create: bool) -> Result
 }
 
 /// Deletes the database of engine `name` at `path`, if any.
+///
+/// Refuses (deleting nothing) a directory that holds files but no database
+/// of either engine (no `CURRENT` file): a fresh-database step must never
+/// empty a directory it was pointed at by mistake.
 pub fn destroy(name: &str, cfg: &EngineConfig, path: &Path) -> Result<()> {
+    if path.exists() && !path.is_dir() {
+        return Err(Error::Usage(format!(
+            "--db={} is a file, not a database directory",
+            path.display()
+        )));
+    }
+    if let Ok(entries) = std::fs::read_dir(path) {
+        let names: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        if !names.is_empty() && !names.iter().any(|n| n == "CURRENT") {
+            let mut shown: Vec<&str> = names.iter().map(String::as_str).collect();
+            shown.sort_unstable();
+            shown.truncate(3);
+            return Err(Error::Usage(format!(
+                "--db={} holds files ({}{}) but no database (no CURRENT file): not deleting it for a fresh database",
+                path.display(),
+                shown.join(", "),
+                if names.len() > shown.len() { ", ..." } else { "" }
+            )));
+        }
+    }
     match name {
         #[cfg(feature = "rocksdb")]
         "rocksdb" => rocksdb_engine::destroy(cfg, path),

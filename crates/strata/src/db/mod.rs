@@ -64,13 +64,18 @@ impl DB {
     }
 
     /// Deletes the database at `path` and its directory. Fails with `Busy`
-    /// if it is open.
+    /// if it is open, and with `InvalidArgument` (deleting nothing) if the
+    /// directory holds files but no database (no `CURRENT` file): a table-
+    /// or log-named file there is not ours to delete. A directory that does
+    /// not exist, or holds only what a crashed creation leaves (`LOCK`, a
+    /// manifest, temporary files), is fine.
     pub fn destroy<P: AsRef<Path>>(opts: &Options, path: P) -> Result<()> {
         let dir = path.as_ref();
         let fs = &opts.fs;
         if !fs.exists(dir) {
             return Ok(());
         }
+        refuse_non_database(fs.as_ref(), dir)?;
         let lock_path = filename::lock_file_name(dir);
         let lock = fs.lock(&lock_path)?;
         for name in fs.list(dir)? {
@@ -453,6 +458,42 @@ impl Drop for Snapshot<'_> {
             }
         }
     }
+}
+
+/// `InvalidArgument` if `dir` has no `CURRENT` file but holds files other
+/// than those a crashed database creation can leave (`LOCK`, a manifest,
+/// temporary files).
+fn refuse_non_database(fs: &dyn crate::env::FileSystem, dir: &Path) -> Result<()> {
+    use filename::FileType;
+    let names = fs.list(dir)?;
+    if names.iter().any(|n| n == "CURRENT") {
+        return Ok(());
+    }
+    let mut foreign: Vec<&String> = names
+        .iter()
+        .filter(|n| {
+            !matches!(
+                filename::parse_file_name(n),
+                Some((FileType::Lock | FileType::Manifest | FileType::Temp, _))
+            )
+        })
+        .collect();
+    if foreign.is_empty() {
+        return Ok(());
+    }
+    foreign.sort();
+    let shown: Vec<&str> = foreign.iter().take(3).map(|s| s.as_str()).collect();
+    Err(Error::invalid_argument(format!(
+        "{} holds {} file(s) ({}{}) but no database (no CURRENT file): not deleting anything",
+        dir.display(),
+        foreign.len(),
+        shown.join(", "),
+        if foreign.len() > shown.len() {
+            ", ..."
+        } else {
+            ""
+        }
+    )))
 }
 
 /// MultiGet answers with each value copied out of its pinned block.
