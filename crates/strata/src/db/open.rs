@@ -82,6 +82,27 @@ pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
                 "table file named by the manifest is missing",
             ));
         }
+        if opts.skip_checking_sst_file_sizes_on_db_open {
+            continue;
+        }
+        // As RocksDB by default: a truncated (or grown) table is found at
+        // open, with both sizes, not at the first read that reaches it.
+        let size = fs.file_size(&path)?;
+        if size != f.file_size {
+            let how = if size < f.file_size {
+                "truncated to"
+            } else {
+                "grown to"
+            };
+            return Err(Error::corruption(
+                path.display().to_string(),
+                size.min(f.file_size),
+                format!(
+                    "table file {how} {size} of the {} bytes the manifest records",
+                    f.file_size
+                ),
+            ));
+        }
     }
     let block_cache = match (&opts.table.cache, opts.table.no_block_cache) {
         (_, true) => None,

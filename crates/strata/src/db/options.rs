@@ -161,6 +161,7 @@ pub struct Options {
     pub(crate) level0_stop_writes_trigger: usize,
     pub(crate) max_background_jobs: usize,
     pub(crate) max_open_files: i32,
+    pub(crate) skip_checking_sst_file_sizes_on_db_open: bool,
     pub(crate) compression: CompressionType,
     pub(crate) disable_auto_compactions: bool,
     pub(crate) level_compaction_dynamic_level_bytes: bool,
@@ -202,6 +203,7 @@ impl Default for Options {
             level0_stop_writes_trigger: 36,
             max_background_jobs: 2,
             max_open_files: -1,
+            skip_checking_sst_file_sizes_on_db_open: false,
             compression: CompressionType::Snappy,
             disable_auto_compactions: false,
             level_compaction_dynamic_level_bytes: false,
@@ -290,6 +292,13 @@ impl Options {
     pub fn set_max_background_jobs(&mut self, n: i32) {
         self.max_background_jobs = n.max(0) as usize;
     }
+    /// Skips comparing each table file's size with the size the manifest
+    /// records when the database opens (default false: a truncated table is
+    /// a `Corruption` at open naming the file and both sizes, as RocksDB).
+    pub fn set_skip_checking_sst_file_sizes_on_db_open(&mut self, v: bool) {
+        self.skip_checking_sst_file_sizes_on_db_open = v;
+    }
+
     /// Table files kept open (-1: no limit).
     pub fn set_max_open_files(&mut self, n: i32) {
         self.max_open_files = n;
