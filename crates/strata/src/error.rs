@@ -31,9 +31,15 @@ pub enum Error {
         /// The underlying error (shared so `Error` stays `Clone`).
         source: Arc<io::Error>,
     },
-    /// A caller passed something that cannot be honoured (bad option, oversized key).
+    /// A caller passed something that cannot be honoured: a bad option, an
+    /// oversized key, value or batch, a path that is not a database
+    /// directory, a directory with no database and `create_if_missing` off
+    /// (RocksDB's status for that case too), or one that holds data but no
+    /// database.
     InvalidArgument(String),
-    /// The requested thing does not exist (a file, a database with `create_if_missing` off).
+    /// A file the database needs vanished while it was being opened (its
+    /// `CURRENT` file, after open found it). A missing table named by the
+    /// manifest is `Corruption`.
     NotFound(String),
     /// The database is locked by another process or another open handle.
     Busy(String),
