@@ -268,3 +268,56 @@ fn a_read_error_fails_only_the_keys_that_needed_that_table() {
         assert_eq!(r.unwrap(), db.get(k).unwrap());
     }
 }
+
+/// Flushes fail (no table can be created), so the full memtables stay
+/// immutable: MultiGet must see them, newest first, as `get` does.
+#[test]
+fn multi_get_reads_immutable_memtables() {
+    let fs = FaultInjectionFileSystem::new(Arc::new(MemFileSystem::new()));
+    let mut opts = options(Arc::new(fs.clone()), 0);
+    opts.set_max_write_buffer_number(4);
+    let db = DB::open(&opts, "/db").unwrap();
+    for i in 0..3000 {
+        db.put(key(i), format!("table-{i}")).unwrap();
+    }
+    db.flush().unwrap();
+    fs.inject(FaultRule::new(&[FileOp::Create]).path_contains(".sst"));
+    // Overwrite and delete until a memtable switch has queued a flush that
+    // failed: writes then fail with that background error.
+    let mut round = 0;
+    'writing: loop {
+        for i in (0..3000).step_by(3) {
+            let r = if i % 2 == 0 {
+                db.put(key(i), format!("round{round}-{i}-{}", "v".repeat(40)))
+            } else {
+                db.delete(key(i))
+            };
+            if r.is_err() {
+                break 'writing;
+            }
+        }
+        round += 1;
+        assert!(round < 100, "no flush was attempted");
+    }
+    let stats = db.property_value("strata.stats").unwrap().unwrap();
+    let immutable: usize = stats
+        .split("Memtables: ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no memtable line in {stats}"));
+    assert!(immutable >= 1, "{stats}");
+    let keys: Vec<Vec<u8>> = (0..3100).rev().map(key).collect();
+    let want: Vec<Option<Vec<u8>>> = keys.iter().map(|k| db.get(k).unwrap()).collect();
+    assert!(
+        want.iter()
+            .any(|v| v.as_deref().is_some_and(|v| v.starts_with(b"round"))),
+        "the memtables hold newer values"
+    );
+    assert_same(&db.multi_get(&keys), &want, "immutable memtables");
+    assert_same(
+        &copied(db.batched_multi_get(&keys, false)),
+        &want,
+        "immutable memtables, batched",
+    );
+}

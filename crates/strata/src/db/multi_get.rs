@@ -78,8 +78,13 @@ impl DbInner {
         snapshot: Option<SequenceNumber>,
         fill_cache: bool,
     ) -> Vec<MultiGetResult> {
-        if keys.is_empty() {
-            return Vec::new();
+        match keys {
+            [] => return Vec::new(),
+            // One key: the point lookup itself, without the batch's
+            // sorting and bookkeeping (a batch of one is never slower
+            // than a get).
+            [key] => return vec![self.get(key, snapshot, fill_cache)],
+            _ => {}
         }
         let sv = self.super_version();
         let r = self.multi_get_in(&sv, keys, sorted_input, snapshot, fill_cache);
