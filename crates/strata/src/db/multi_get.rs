@@ -161,17 +161,15 @@ impl DbInner {
         active.extend(0..pending.len());
         let v = &sv.version;
         for f in v.files(0) {
-            let group: Vec<usize> = active
-                .iter()
-                .copied()
-                .filter(|&j| {
-                    let k = pending.user_key(j);
-                    ucmp.compare(k, f.smallest.user_key()) != Ordering::Less
-                        && ucmp.compare(k, f.largest.user_key()) != Ordering::Greater
-                })
-                .collect();
-            if !group.is_empty() {
-                self.file_get((0, f), pending, &group, results, fill_cache);
+            // The active keys ascend: the file's are one run of them, found
+            // by two binary searches on user keys.
+            let (lo, hi) = (f.smallest.user_key(), f.largest.user_key());
+            let start = active.partition_point(|&j| ucmp.compare(pending.user_key(j), lo).is_lt());
+            let len =
+                active[start..].partition_point(|&j| ucmp.compare(pending.user_key(j), hi).is_le());
+            if len > 0 {
+                let group = &active[start..start + len];
+                self.file_get((0, f), pending, group, results, fill_cache);
                 active.retain(|&j| results[pending.key_index[j]].is_none());
             }
         }

@@ -80,7 +80,7 @@ impl TableReader {
         // holds (probe, block index) in probe order, so blocks ascend too.
         let num_blocks = index.len();
         let mut survivors: Vec<(usize, usize)> = Vec::with_capacity(probes.len());
-        let mut runs: Vec<BlockRun> = Vec::new();
+        let mut runs: Vec<BlockRun> = Vec::with_capacity(probes.len());
         for (i, p) in probes.iter().enumerate() {
             if filter.as_ref().is_some_and(|f| !f.may_contain_hash(p.hash)) {
                 continue;
