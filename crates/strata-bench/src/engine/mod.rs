@@ -205,6 +205,23 @@ pub trait Engine: Send + Sync {
     }
 }
 
+/// Calls `found(i, value)` for every key `i` a MultiGet found; returns how
+/// many were found, or the first error (converted by `err`).
+pub(crate) fn report_found<V: AsRef<[u8]>, E>(
+    results: Vec<std::result::Result<Option<V>, E>>,
+    err: impl Fn(E) -> Error,
+    found: &mut dyn FnMut(usize, &[u8]),
+) -> Result<usize> {
+    let mut n = 0;
+    for (i, r) in results.into_iter().enumerate() {
+        if let Some(v) = r.map_err(&err)? {
+            found(i, v.as_ref());
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 /// Engine names `--engine` accepts in this build.
 pub fn engine_names() -> &'static [&'static str] {
     if cfg!(feature = "rocksdb") {

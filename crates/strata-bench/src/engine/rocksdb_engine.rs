@@ -14,7 +14,7 @@ use rocksdb::{
 };
 
 use super::{
-    batch_capacity, Batch, BatchEntry, CacheType, Compression, Engine, EngineConfig,
+    batch_capacity, report_found, Batch, BatchEntry, CacheType, Compression, Engine, EngineConfig,
     EngineIterator, WriteMode,
 };
 use crate::error::{Error, Result};
@@ -252,22 +252,10 @@ impl Engine for RocksDbEngine {
         batched: bool,
         found: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<usize> {
-        let mut n = 0;
         if !batched {
             // db_bench's `MultiGet(options, keys, &values)`: the vector
             // form, each value copied into a string.
-            for (i, r) in self
-                .db
-                .multi_get_opt(keys, &self.read_options)
-                .into_iter()
-                .enumerate()
-            {
-                if let Some(v) = r.map_err(err)? {
-                    found(i, &v);
-                    n += 1;
-                }
-            }
-            return Ok(n);
+            return report_found(self.db.multi_get_opt(keys, &self.read_options), err, found);
         }
         let cf = self
             .db
@@ -276,13 +264,7 @@ impl Engine for RocksDbEngine {
         let results =
             self.db
                 .batched_multi_get_cf_opt(cf, keys.iter().copied(), false, &self.read_options);
-        for (i, r) in results.into_iter().enumerate() {
-            if let Some(v) = r.map_err(err)? {
-                found(i, &v);
-                n += 1;
-            }
-        }
-        Ok(n)
+        report_found(results, err, found)
     }
 
     fn iterator(&self) -> Result<Box<dyn EngineIterator + '_>> {

@@ -10,7 +10,8 @@ use strata::{
 
 use super::config::PERF_LEVEL_DISABLE;
 use super::{
-    batch_capacity, Batch, BatchEntry, Compression, Engine, EngineConfig, EngineIterator, WriteMode,
+    batch_capacity, report_found, Batch, BatchEntry, Compression, Engine, EngineConfig,
+    EngineIterator, WriteMode,
 };
 use crate::error::{Error, Result};
 
@@ -168,27 +169,14 @@ impl Engine for StrataEngine {
         batched: bool,
         found: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<usize> {
-        let mut n = 0;
         if batched {
             let results =
                 self.db
                     .batched_multi_get_opt(keys.iter().copied(), false, &self.read_options);
-            for (i, r) in results.into_iter().enumerate() {
-                if let Some(v) = r.map_err(err)? {
-                    found(i, &v);
-                    n += 1;
-                }
-            }
+            report_found(results, err, found)
         } else {
-            let results = self.db.multi_get_opt(keys, &self.read_options);
-            for (i, r) in results.into_iter().enumerate() {
-                if let Some(v) = r.map_err(err)? {
-                    found(i, &v);
-                    n += 1;
-                }
-            }
+            report_found(self.db.multi_get_opt(keys, &self.read_options), err, found)
         }
-        Ok(n)
     }
 
     fn iterator(&self) -> Result<Box<dyn EngineIterator + '_>> {
