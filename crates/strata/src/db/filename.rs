@@ -54,6 +54,15 @@ fn numbered(dir: &Path, number: u64, suffix: &str) -> PathBuf {
 }
 
 /// `dir/NNNNNN.log`.
+/// `names` for an error message: sorted, the first three, then ", ..."
+/// if there are more.
+pub(crate) fn shown_names(mut names: Vec<&str>) -> String {
+    names.sort_unstable();
+    let more = if names.len() > 3 { ", ..." } else { "" };
+    names.truncate(3);
+    format!("{}{more}", names.join(", "))
+}
+
 pub fn log_file_name(dir: &Path, number: u64) -> PathBuf {
     numbered(dir, number, LOG_SUFFIX)
 }

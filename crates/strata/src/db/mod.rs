@@ -469,8 +469,9 @@ fn refuse_non_database(fs: &dyn crate::env::FileSystem, dir: &Path) -> Result<()
     if names.iter().any(|n| n == "CURRENT") {
         return Ok(());
     }
-    let mut foreign: Vec<&String> = names
+    let foreign: Vec<&str> = names
         .iter()
+        .map(String::as_str)
         .filter(|n| {
             !matches!(
                 filename::parse_file_name(n),
@@ -481,18 +482,11 @@ fn refuse_non_database(fs: &dyn crate::env::FileSystem, dir: &Path) -> Result<()
     if foreign.is_empty() {
         return Ok(());
     }
-    foreign.sort();
-    let shown: Vec<&str> = foreign.iter().take(3).map(|s| s.as_str()).collect();
     Err(Error::invalid_argument(format!(
-        "{} holds {} file(s) ({}{}) but no database (no CURRENT file): not deleting anything",
+        "{} holds {} file(s) ({}) but no database (no CURRENT file): not deleting anything",
         dir.display(),
         foreign.len(),
-        shown.join(", "),
-        if foreign.len() > shown.len() {
-            ", ..."
-        } else {
-            ""
-        }
+        filename::shown_names(foreign)
     )))
 }
 

@@ -157,6 +157,7 @@ impl DbInner {
         fill_cache: bool,
     ) {
         let ucmp = &*self.user_cmp;
+        let mut probes = Vec::with_capacity(pending.len());
         active.clear();
         active.extend(0..pending.len());
         let v = &sv.version;
@@ -169,7 +170,7 @@ impl DbInner {
                 active[start..].partition_point(|&j| ucmp.compare(pending.user_key(j), hi).is_le());
             if len > 0 {
                 let group = &active[start..start + len];
-                self.file_get((0, f), pending, group, results, fill_cache);
+                self.file_get((0, f), pending, &mut probes, group, results, fill_cache);
                 active.retain(|&j| results[pending.key_index[j]].is_none());
             }
         }
@@ -200,7 +201,8 @@ impl DbInner {
                 };
                 if current != Some(f) && !group.is_empty() {
                     let prev = current.expect("a group belongs to a file");
-                    self.file_get((level, &files[prev]), pending, &group, results, fill_cache);
+                    let file = (level, &*files[prev]);
+                    self.file_get(file, pending, &mut probes, &group, results, fill_cache);
                     group.clear();
                 }
                 current = Some(f);
@@ -213,7 +215,8 @@ impl DbInner {
                 }
             }
             if let (Some(f), false) = (current, group.is_empty()) {
-                self.file_get((level, &files[f]), pending, &group, results, fill_cache);
+                let file = (level, &*files[f]);
+                self.file_get(file, pending, &mut probes, &group, results, fill_cache);
                 group.clear();
             }
             active.retain(|&j| results[pending.key_index[j]].is_none());
@@ -222,10 +225,12 @@ impl DbInner {
 
     /// Looks up the pending keys `group` (ascending positions in `pending`)
     /// in table `f` of `level`, recording each answer the table gives.
-    fn file_get(
+    /// `probes` is scratch, reused across the files of a batch.
+    fn file_get<'p>(
         &self,
         (level, f): (usize, &FileMetaData),
-        pending: &Pending,
+        pending: &'p Pending,
+        probes: &mut Vec<TableProbe<'p>>,
         group: &[usize],
         results: &mut [Option<MultiGetResult>],
         fill_cache: bool,
@@ -239,8 +244,9 @@ impl DbInner {
                 return;
             }
         };
-        let probes: Vec<TableProbe<'_>> = group.iter().map(|&j| pending.probe(j)).collect();
-        table.multi_get(&probes, fill_cache, &mut |p, r| {
+        probes.clear();
+        probes.extend(group.iter().map(|&j| pending.probe(j)));
+        table.multi_get(probes, fill_cache, &mut |p, r| {
             results[pending.key_index[group[p]]] = Some(r.map(table_value));
         });
     }

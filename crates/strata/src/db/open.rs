@@ -176,9 +176,10 @@ pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
 /// database writes CURRENT before its first log or table, so its own
 /// crash never leaves them behind.)
 fn refuse_orphaned_data(fs: &dyn crate::env::FileSystem, dir: &Path) -> Result<()> {
-    let mut found: Vec<String> = fs
-        .list(dir)?
-        .into_iter()
+    let names = fs.list(dir)?;
+    let found: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
         .filter(|name| {
             matches!(
                 parse_file_name(name),
@@ -189,14 +190,11 @@ fn refuse_orphaned_data(fs: &dyn crate::env::FileSystem, dir: &Path) -> Result<(
     if found.is_empty() {
         return Ok(());
     }
-    found.sort();
-    let shown = found.len().min(3);
     Err(Error::invalid_argument(format!(
-        "{} has no CURRENT file but holds {} log or table file(s) ({}{}): not creating a new database over the data of another; move them away or restore CURRENT",
+        "{} has no CURRENT file but holds {} log or table file(s) ({}): not creating a new database over the data of another; move them away or restore CURRENT",
         dir.display(),
         found.len(),
-        found[..shown].join(", "),
-        if found.len() > shown { ", ..." } else { "" }
+        super::filename::shown_names(found)
     )))
 }
 
