@@ -25,7 +25,10 @@ pub use db::{
     WriteOptions, DB,
 };
 pub use error::{Error, Result};
-pub use key::{BytewiseComparator, Comparator, ReverseBytewiseComparator};
+pub use key::{
+    BytewiseComparator, Comparator, InDomainFn, ReverseBytewiseComparator, SliceTransform,
+    TransformFn,
+};
 pub use sst::DataBlockIndexType;
 
 /// The README's example, compiled and run as a doctest.

@@ -22,10 +22,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::iter::InternalIterator;
+use crate::iter::{InternalIterator, PrefixRun};
 use crate::key::{
-    extract_user_key, parse_internal_key, Comparator, ParsedInternalKey, SequenceNumber, ValueKind,
-    MAX_SEQUENCE_NUMBER,
+    extract_user_key, parse_internal_key, Comparator, ParsedInternalKey, SequenceNumber,
+    SliceTransform, ValueKind, MAX_SEQUENCE_NUMBER,
 };
 use crate::util::coding::put_fixed64;
 
@@ -57,6 +57,10 @@ pub struct DBIter {
     saved_value: Vec<u8>,
     /// Scratch buffer for the internal keys built by seeks.
     seek_key: Vec<u8>,
+    /// The extractor of the prefix steps; `None` makes them fail.
+    prefix_extractor: Option<Arc<SliceTransform>>,
+    /// The bytes of the run a prefix step passes.
+    run_bytes: Vec<u8>,
     status: Result<()>,
 }
 
@@ -139,8 +143,17 @@ impl DBIter {
             saved_key: Vec::new(),
             saved_value: Vec::new(),
             seek_key: Vec::new(),
+            prefix_extractor: None,
+            run_bytes: Vec::new(),
             status: Ok(()),
         }
+    }
+
+    /// Sets the prefix extractor of [`DBIter::next_prefix`] and
+    /// [`DBIter::prev_prefix`].
+    pub fn with_prefix_extractor(mut self, extractor: Option<Arc<SliceTransform>>) -> Self {
+        self.prefix_extractor = extractor;
+        self
     }
 
     /// True while positioned at a visible entry.
@@ -248,19 +261,7 @@ impl DBIter {
             // The inner iterator is just before the entries of `saved_key`:
             // step into them and skip them below.
             self.direction = Direction::Forward;
-            if self.inner.valid() {
-                self.inner.next();
-            } else if let Some(lower) = &self.lower_bound {
-                build_internal_key(
-                    &mut self.seek_key,
-                    lower,
-                    self.sequence,
-                    ValueKind::FOR_SEEK,
-                );
-                self.inner.seek(&self.seek_key);
-            } else {
-                self.inner.seek_to_first();
-            }
+            self.step_in_forward();
         } else {
             self.saved_key.clear();
             self.saved_key
@@ -295,6 +296,150 @@ impl DBIter {
             self.direction = Direction::Reverse;
         }
         self.find_prev_user_entry();
+    }
+
+    /// Backward to forward: from just before some entries (or off the
+    /// start), steps onto the first of them.
+    fn step_in_forward(&mut self) {
+        if self.inner.valid() {
+            self.inner.next();
+        } else if let Some(lower) = &self.lower_bound {
+            build_internal_key(
+                &mut self.seek_key,
+                lower,
+                self.sequence,
+                ValueKind::FOR_SEEK,
+            );
+            self.inner.seek(&self.seek_key);
+        } else {
+            self.inner.seek_to_first();
+        }
+    }
+
+    /// The extractor for a prefix step, or the step's failure without one.
+    fn extractor_for(&mut self, step: &str) -> Option<Arc<SliceTransform>> {
+        if self.prefix_extractor.is_none() {
+            self.fail(Error::invalid_argument(format!(
+                "{step} needs a prefix extractor (Options::set_prefix_extractor)"
+            )));
+        }
+        self.prefix_extractor.clone()
+    }
+
+    /// Sets `run_bytes` to the run of `user_key`; returns whether the key
+    /// is in the extractor's domain.
+    fn set_run(&mut self, transform: &SliceTransform, user_key_from_saved: bool) -> bool {
+        let user_key: &[u8] = if user_key_from_saved {
+            &self.saved_key
+        } else {
+            extract_user_key(self.inner.key())
+        };
+        let (bytes, in_domain) = PrefixRun::bytes_of(transform, user_key);
+        self.run_bytes.clear();
+        self.run_bytes.extend_from_slice(bytes);
+        in_domain
+    }
+
+    /// Moves to the first visible entry (in key order) after the current
+    /// key whose prefix differs from the current key's: with keys made of
+    /// a row and a descending version, the newest version of the next row.
+    /// Without a prefix extractor the iterator stops with `InvalidArgument`.
+    /// Panics if not [`DBIter::valid`].
+    ///
+    /// Keys of one prefix must be adjacent in key order (as they are for a
+    /// fixed-length extractor, or rows of one length followed by a
+    /// version); a key outside the extractor's domain is a prefix of its
+    /// own. Entries of the current prefix are passed without being looked
+    /// at one by one where the extractor has a fixed length and the
+    /// comparator is a built-in one (see [`PrefixRun`]).
+    pub fn next_prefix(&mut self) {
+        assert!(self.valid, "DBIter::next_prefix while invalid");
+        let Some(transform) = self.extractor_for("next_prefix") else {
+            return;
+        };
+        let in_domain = self.set_run(&transform, self.direction == Direction::Reverse);
+        if self.direction == Direction::Reverse {
+            // The inner iterator is before the current key's entries, with
+            // only entries hidden from this reader in between: step over
+            // those to the current key.
+            self.direction = Direction::Forward;
+            self.step_in_forward();
+            // Bounded by the hidden entries: each turn moves forward.
+            while self.inner.valid()
+                && self
+                    .user_cmp
+                    .compare(extract_user_key(self.inner.key()), &self.saved_key)
+                    == Ordering::Less
+            {
+                self.inner.next();
+            }
+        }
+        let order = self.user_cmp.builtin_order();
+        let run = PrefixRun::new(&transform, &self.run_bytes, in_domain, order);
+        if self.inner.valid() {
+            self.inner.skip_run_forward(&run);
+        }
+
+        self.saved_key.clear();
+        self.clear_saved_value();
+        self.find_next_user_entry(false);
+    }
+
+    /// Moves to the first visible entry (in key order) of the prefix before
+    /// the current key's: with keys made of a row and a descending version,
+    /// the newest version of the previous row. The rules of
+    /// [`DBIter::next_prefix`] apply. Panics if not [`DBIter::valid`].
+    pub fn prev_prefix(&mut self) {
+        assert!(self.valid, "DBIter::prev_prefix while invalid");
+        let Some(transform) = self.extractor_for("prev_prefix") else {
+            return;
+        };
+        let order = self.user_cmp.builtin_order();
+        let in_domain = self.set_run(&transform, self.direction == Direction::Reverse);
+        // Back before every entry of the current prefix.
+        self.direction = Direction::Reverse;
+        let run = PrefixRun::new(&transform, &self.run_bytes, in_domain, order);
+        if self.inner.valid() {
+            self.inner.skip_run_backward(&run);
+        }
+        // The last visible key before them names the previous prefix.
+        self.saved_key.clear();
+        self.clear_saved_value();
+        self.find_prev_user_entry();
+        if !self.valid {
+            return;
+        }
+        // Back before every entry of that prefix, then forward to its
+        // first visible entry (the key just found, or a smaller one).
+        let in_domain = self.set_run(&transform, true);
+        let run = PrefixRun::new(&transform, &self.run_bytes, in_domain, order);
+        if self.inner.valid() {
+            self.inner.skip_run_backward(&run);
+        }
+        if let Err(e) = self.inner.status() {
+            return self.fail(e);
+        }
+        self.valid = false;
+        self.direction = Direction::Forward;
+        self.step_in_forward();
+        if let (true, Some(lower)) = (self.inner.valid(), &self.lower_bound) {
+            if below_lower(
+                self.user_cmp.as_ref(),
+                Some(lower),
+                extract_user_key(self.inner.key()),
+            ) {
+                build_internal_key(
+                    &mut self.seek_key,
+                    lower,
+                    self.sequence,
+                    ValueKind::FOR_SEEK,
+                );
+                self.inner.seek(&self.seek_key);
+            }
+        }
+        self.saved_key.clear();
+        self.clear_saved_value();
+        self.find_next_user_entry(false);
     }
 
     /// Resets the state before a seek.
@@ -591,6 +736,150 @@ mod tests {
                 }
             }
             it.status().unwrap();
+        }
+    }
+
+    /// The run of `key` as the prefix steps see it: its prefix, or the key
+    /// itself outside the extractor's domain.
+    fn run_of(t: &SliceTransform, key: &[u8]) -> (bool, Vec<u8>) {
+        match t.prefix(key) {
+            Some(p) => (true, p.to_vec()),
+            None => (false, key.to_vec()),
+        }
+    }
+
+    /// Where `next_prefix` lands from visible entry `p`: the first later
+    /// entry of another run.
+    fn model_next_prefix(want: &Entries, t: &SliceTransform, p: usize) -> Option<usize> {
+        let run = run_of(t, &want[p].0);
+        (p + 1..want.len()).find(|&q| run_of(t, &want[q].0) != run)
+    }
+
+    /// Where `prev_prefix` lands from visible entry `p`: the first entry of
+    /// the run before the one holding `p`.
+    fn model_prev_prefix(want: &Entries, t: &SliceTransform, p: usize) -> Option<usize> {
+        let start = |mut i: usize| {
+            let run = run_of(t, &want[i].0);
+            while i > 0 && run_of(t, &want[i - 1].0) == run {
+                i -= 1;
+            }
+            i
+        };
+        let before = start(p).checked_sub(1)?;
+        Some(start(before))
+    }
+
+    fn extractors() -> Vec<SliceTransform> {
+        // Contiguous prefixes over the test's keys (letters, 0-3 long): the
+        // first byte of keys of two bytes or more, through the user path.
+        fn first(k: &[u8]) -> &[u8] {
+            &k[..1]
+        }
+        fn long(k: &[u8]) -> bool {
+            k.len() >= 2
+        }
+        vec![
+            SliceTransform::create_fixed_prefix(1),
+            SliceTransform::create_fixed_prefix(2),
+            SliceTransform::create("first-of-long", first, Some(long)),
+            SliceTransform::create_noop(),
+        ]
+    }
+
+    /// `next_prefix` and `prev_prefix` mixed with `next`, `prev` and seeks
+    /// land where the model says, over random histories, bounds, snapshots
+    /// and children.
+    fn check_prefix_steps(seed: u64, user_cmp: Arc<dyn Comparator>) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let ops = random_ops(&mut rng);
+        let cmp = user_cmp.as_ref();
+        let all = extractors();
+        let t = Arc::new(all[rng.gen_range(0..all.len())].clone());
+        for _ in 0..4 {
+            let sequence = rng.gen_range(0..=ops.len() as u64 + 1);
+            let lower = rng.gen_bool(0.3).then(|| random_key(&mut rng));
+            let upper = rng.gen_bool(0.3).then(|| random_key(&mut rng));
+            let want = model(&ops, cmp, sequence, lower.as_deref(), upper.as_deref());
+            let ctx = format!(
+                "seed {seed} {} seq {sequence} lower {lower:?} upper {upper:?}",
+                t.name()
+            );
+            let inner = internal_iter(&mut rng, &ops, &user_cmp);
+            let mut it = DBIter::new(inner, user_cmp.clone(), sequence, lower, upper)
+                .with_prefix_extractor(Some(t.clone()));
+            for _ in 0..8 {
+                let mut pos = if rng.gen_bool(0.5) {
+                    it.seek_to_first();
+                    (!want.is_empty()).then_some(0)
+                } else {
+                    it.seek_to_last();
+                    want.len().checked_sub(1)
+                };
+                assert_eq!(at(&it), pos.map(|p| want[p].clone()), "{ctx}: start");
+                for step in 0..30 {
+                    let Some(p) = pos else { break };
+                    let (name, next) = match rng.gen_range(0..4) {
+                        0 => {
+                            it.next_prefix();
+                            ("next_prefix", model_next_prefix(&want, &t, p))
+                        }
+                        1 => {
+                            it.prev_prefix();
+                            ("prev_prefix", model_prev_prefix(&want, &t, p))
+                        }
+                        2 => {
+                            it.next();
+                            ("next", (p + 1 < want.len()).then_some(p + 1))
+                        }
+                        _ => {
+                            it.prev();
+                            ("prev", p.checked_sub(1))
+                        }
+                    };
+                    pos = next;
+                    assert_eq!(
+                        at(&it),
+                        pos.map(|p| want[p].clone()),
+                        "{ctx}: step {step} {name} from {:?}",
+                        want[p].0
+                    );
+                }
+            }
+            it.status().unwrap();
+        }
+    }
+
+    #[test]
+    fn prefix_steps_match_model_bytewise() {
+        for seed in 0..300 {
+            check_prefix_steps(seed, Arc::new(BytewiseComparator));
+        }
+    }
+
+    #[test]
+    fn prefix_steps_match_model_reverse_comparator() {
+        for seed in 7000..7300 {
+            check_prefix_steps(seed, Arc::new(ReverseBytewiseComparator));
+        }
+    }
+
+    #[test]
+    fn prefix_steps_without_extractor_are_invalid_argument() {
+        let entries: Entries = ["a", "b"]
+            .iter()
+            .map(|k| (ikey(k.as_bytes(), 1, ValueKind::Value), b"x".to_vec()))
+            .collect();
+        for prev in [false, true] {
+            let (inner, user) = bytewise_inner(entries.clone());
+            let mut it = DBIter::new(inner, user, 10, None, None);
+            it.seek_to_first();
+            if prev {
+                it.prev_prefix();
+            } else {
+                it.next_prefix();
+            }
+            assert!(!it.valid());
+            assert!(matches!(it.status(), Err(Error::InvalidArgument(_))));
         }
     }
 

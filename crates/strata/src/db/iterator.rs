@@ -61,7 +61,8 @@ impl<'a> DBRawIterator<'a> {
             seq,
             ro.lower_bound.clone(),
             ro.upper_bound.clone(),
-        );
+        )
+        .with_prefix_extractor(db.opts.prefix_extractor.clone());
         DBRawIterator {
             iter,
             _version: VersionRef {
@@ -102,6 +103,53 @@ impl<'a> DBRawIterator<'a> {
     pub fn prev(&mut self) {
         if self.iter.valid() {
             self.iter.prev();
+        }
+    }
+    /// Moves to the first entry (in key order) of the next distinct
+    /// prefix, as the options' prefix extractor defines prefixes: with
+    /// keys made of a row and a descending version suffix, the newest
+    /// visible version of the next row. Honours the snapshot, deletions and
+    /// bounds; invalid past the end. Without a prefix extractor the
+    /// iterator becomes invalid and [`DBRawIterator::status`] is
+    /// `InvalidArgument`. Keys of one prefix must be adjacent in key order
+    /// (see [`SliceTransform`](crate::SliceTransform)).
+    ///
+    /// ```
+    /// use strata::{Options, SliceTransform, DB};
+    ///
+    /// # let dir = std::env::temp_dir().join(format!("strata-doc-np-{}", std::process::id()));
+    /// let mut opts = Options::default();
+    /// opts.create_if_missing(true);
+    /// opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(4));
+    /// let db = DB::open(&opts, &dir)?;
+    /// // Row "row1" in three versions (descending: the newest sorts first).
+    /// for (key, value) in [("row1\x01", "new"), ("row1\x02", "mid"), ("row1\x03", "old"), ("row2\x07", "only")] {
+    ///     db.put(key, value)?;
+    /// }
+    /// let mut it = db.raw_iterator();
+    /// it.seek_to_first();
+    /// let mut newest = Vec::new();
+    /// while it.valid() {
+    ///     newest.push(it.value().unwrap().to_vec());
+    ///     it.next_prefix();
+    /// }
+    /// it.status()?;
+    /// assert_eq!(newest, [b"new".to_vec(), b"only".to_vec()]);
+    /// # drop(it); drop(db); DB::destroy(&Options::default(), &dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn next_prefix(&mut self) {
+        if self.iter.valid() {
+            self.iter.next_prefix();
+        }
+    }
+    /// Moves to the first entry (in key order) of the previous distinct
+    /// prefix: with a descending version suffix, the newest visible version
+    /// of the previous row. The rules of [`DBRawIterator::next_prefix`]
+    /// apply.
+    pub fn prev_prefix(&mut self) {
+        if self.iter.valid() {
+            self.iter.prev_prefix();
         }
     }
     /// The current key.

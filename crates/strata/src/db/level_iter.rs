@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::iter::InternalIterator;
+use crate::iter::{InternalIterator, PrefixRun};
 use crate::key::Comparator;
 use crate::key::InternalKeyComparator;
 use crate::sst::TableIterator;
@@ -206,6 +206,59 @@ impl InternalIterator for LevelIterator {
             .as_ref()
             .expect("value() on an invalid LevelIterator")
             .value()
+    }
+
+    fn skip_run_forward(&mut self, run: &PrefixRun<'_>) {
+        // Bounded by the level: each turn opens a later file.
+        loop {
+            let Some(t) = &mut self.table else { return };
+            t.skip_run_forward(run);
+            if t.valid() || self.table_failed() {
+                return;
+            }
+            // When the run is an interval, a file whose largest key it
+            // covers is covered whole and is not opened.
+            let files = self.version.files(self.level);
+            let mut next = self.index + 1;
+            while run.is_interval()
+                && next < files.len()
+                && run.covers(files[next].largest.encoded())
+            {
+                next += 1;
+            }
+            if next >= files.len() {
+                self.table = None;
+                return;
+            }
+            self.open(next);
+            if let Some(t) = &mut self.table {
+                t.seek_to_first();
+            }
+        }
+    }
+
+    fn skip_run_backward(&mut self, run: &PrefixRun<'_>) {
+        // Bounded by the level: each turn opens an earlier file.
+        loop {
+            let Some(t) = &mut self.table else { return };
+            t.skip_run_backward(run);
+            if t.valid() || self.table_failed() {
+                return;
+            }
+            let files = self.version.files(self.level);
+            let mut prev = self.index;
+            while prev > 0 && run.is_interval() && run.covers(files[prev - 1].smallest.encoded()) {
+                prev -= 1;
+            }
+            if prev == 0 || self.index >= files.len() {
+                self.table = None;
+                return;
+            }
+            self.open(prev - 1);
+            if let Some(t) = &mut self.table {
+                t.seek_to_last();
+            }
+        }
     }
 
     fn status(&self) -> Result<()> {

@@ -9,7 +9,7 @@ use crate::cache::BlockCache;
 use crate::compression::CompressionType;
 use crate::env::{FileSystem, PosixFileSystem};
 use crate::error::{Error, Result};
-use crate::key::{BytewiseComparator, Comparator, SequenceNumber};
+use crate::key::{BytewiseComparator, Comparator, SequenceNumber, SliceTransform};
 use crate::limits::{WRITE_BUFFER_SIZE_BYTES_MAX, WRITE_BUFFER_SIZE_BYTES_MIN};
 use crate::sst::TableOptions;
 use crate::wal::WalRecoveryMode;
@@ -170,6 +170,7 @@ pub struct Options {
     pub(crate) comparator: Arc<dyn Comparator>,
     pub(crate) fs: Arc<dyn FileSystem>,
     pub(crate) table: BlockBasedOptions,
+    pub(crate) prefix_extractor: Option<Arc<SliceTransform>>,
 }
 
 impl std::fmt::Debug for Options {
@@ -212,6 +213,7 @@ impl Default for Options {
             comparator: Arc::new(BytewiseComparator),
             fs: Arc::new(PosixFileSystem::new()),
             table: BlockBasedOptions::default(),
+            prefix_extractor: None,
         }
     }
 }
@@ -334,6 +336,15 @@ impl Options {
     /// [`crate::key::ReverseBytewiseComparator`]).
     pub fn set_comparator_object(&mut self, cmp: Arc<dyn Comparator>) {
         self.comparator = cmp;
+    }
+    /// The prefix extractor, as `rocksdb::Options::set_prefix_extractor`:
+    /// it defines the prefixes that [`DBRawIterator::next_prefix`] and
+    /// [`DBRawIterator::prev_prefix`] step over.
+    ///
+    /// [`DBRawIterator::next_prefix`]: crate::DBRawIterator::next_prefix
+    /// [`DBRawIterator::prev_prefix`]: crate::DBRawIterator::prev_prefix
+    pub fn set_prefix_extractor(&mut self, prefix_extractor: SliceTransform) {
+        self.prefix_extractor = Some(Arc::new(prefix_extractor));
     }
     /// Table format options.
     pub fn set_block_based_table_factory(&mut self, factory: &BlockBasedOptions) {

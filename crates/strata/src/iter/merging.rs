@@ -24,7 +24,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::iter::InternalIterator;
+use crate::iter::{InternalIterator, PrefixRun};
 use crate::key::Comparator;
 
 /// Which way the children are positioned.
@@ -125,9 +125,14 @@ impl MergingIterator {
         order.sift_down(&mut self.heap, 0);
     }
 
-    /// Positions every child but the current one after the current key, then
-    /// makes the heap a min-heap. Children with a lower index come before
-    /// the current one at an equal key, so they skip past it.
+    /// Positions every child but the current one after the current entry,
+    /// then makes the heap a min-heap. Children with a lower index come
+    /// before the current one at an equal key, so they skip past it.
+    ///
+    /// A child still positioned from the backward scan is at its last
+    /// entry before the current one (every backward move passes entries
+    /// the current one is before), so one `next` puts it after; only
+    /// children that ran off their start are sought.
     fn switch_to_forward(&mut self) {
         let current = self.current();
         let key = self.children[current].key().to_vec();
@@ -136,6 +141,20 @@ impl MergingIterator {
                 continue;
             }
             let child = &mut self.children[i];
+            if child.valid() {
+                let c = self.cmp.compare(child.key(), &key);
+                debug_assert!(
+                    c != Ordering::Greater,
+                    "reverse child after the current key"
+                );
+                if c == Ordering::Less || i < current {
+                    child.next();
+                }
+                continue;
+            }
+            if child.status().is_err() {
+                continue;
+            }
             child.seek(&key);
             if i < current {
                 // Bounded by the child's length: each step moves forward.
@@ -149,7 +168,9 @@ impl MergingIterator {
     }
 
     /// Mirror of [`Self::switch_to_forward`]: positions every other child
-    /// before the current key, then makes the heap a max-heap.
+    /// before the current entry, then makes the heap a max-heap. A child
+    /// still positioned from the forward scan is at its first entry after
+    /// the current one, so one `prev` puts it before.
     fn switch_to_reverse(&mut self) {
         let current = self.current();
         let key = self.children[current].key().to_vec();
@@ -158,6 +179,17 @@ impl MergingIterator {
                 continue;
             }
             let child = &mut self.children[i];
+            if child.valid() {
+                debug_assert!(
+                    self.cmp.compare(child.key(), &key).then(i.cmp(&current)) == Ordering::Greater,
+                    "forward child before the current entry"
+                );
+                child.prev();
+                continue;
+            }
+            if child.status().is_err() {
+                continue;
+            }
             if i < current {
                 // Its entries equal to `key` come before the current one.
                 child.seek_for_prev(&key);
@@ -278,6 +310,42 @@ impl InternalIterator for MergingIterator {
 
     fn value(&self) -> &[u8] {
         self.children[self.current()].value()
+    }
+
+    fn skip_run_forward(&mut self, run: &PrefixRun<'_>) {
+        if !self.valid() {
+            return;
+        }
+        if self.direction != Direction::Forward {
+            self.switch_to_forward();
+        }
+        // Bounded: each turn moves one child past the run (children not in
+        // the run are already past it, or are the new current child).
+        while self.valid() {
+            let top = self.heap[0];
+            if !run.covers(self.children[top].key()) {
+                return;
+            }
+            self.children[top].skip_run_forward(run);
+            self.fix_top();
+        }
+    }
+
+    fn skip_run_backward(&mut self, run: &PrefixRun<'_>) {
+        if !self.valid() {
+            return;
+        }
+        if self.direction != Direction::Reverse {
+            self.switch_to_reverse();
+        }
+        while self.valid() {
+            let top = self.heap[0];
+            if !run.covers(self.children[top].key()) {
+                return;
+            }
+            self.children[top].skip_run_backward(run);
+            self.fix_top();
+        }
     }
 
     /// The first error met; else the first error of any child, by index.

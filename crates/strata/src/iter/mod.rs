@@ -4,6 +4,9 @@
 use crate::error::Result;
 
 pub mod merging;
+pub mod prefix_run;
+
+pub use prefix_run::PrefixRun;
 
 /// A cursor over sorted (key, value) entries.
 ///
@@ -31,4 +34,24 @@ pub trait InternalIterator: Send {
     fn value(&self) -> &[u8];
     /// The first error met, if any.
     fn status(&self) -> Result<()>;
+
+    /// Moves forward past the entries `run` covers, from the current entry
+    /// on: afterwards at the first entry that `run` does not cover, or
+    /// invalid at the end. Requires a valid iterator. The default steps with
+    /// [`InternalIterator::next`]; block, table, level and merging
+    /// iterators skip restart intervals, blocks and files at once.
+    fn skip_run_forward(&mut self, run: &PrefixRun<'_>) {
+        while self.valid() && run.covers(self.key()) {
+            self.next();
+        }
+    }
+
+    /// Mirror of [`InternalIterator::skip_run_forward`]: moves backward to
+    /// the last entry that `run` does not cover, at or before the current
+    /// one, or invalid at the start.
+    fn skip_run_backward(&mut self, run: &PrefixRun<'_>) {
+        while self.valid() && run.covers(self.key()) {
+            self.prev();
+        }
+    }
 }

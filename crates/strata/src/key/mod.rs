@@ -3,6 +3,7 @@
 mod comparator;
 mod internal_key;
 pub(crate) mod prefix_search;
+mod slice_transform;
 
 pub use comparator::{BuiltinOrder, BytewiseComparator, Comparator, ReverseBytewiseComparator};
 pub(crate) use internal_key::compare_internal;
@@ -10,3 +11,4 @@ pub use internal_key::{
     extract_user_key, pack_trailer, parse_internal_key, InternalKey, InternalKeyComparator,
     ParsedInternalKey, SequenceNumber, ValueKind, MAX_SEQUENCE_NUMBER, TRAILER_BYTES,
 };
+pub use slice_transform::{InDomainFn, SliceTransform, TransformFn};

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::iter::InternalIterator;
+use crate::iter::{InternalIterator, PrefixRun};
 
 use super::block::BlockIter;
 use super::format::BlockHandle;
@@ -123,6 +123,18 @@ impl TableIterator {
         }
     }
 
+    /// The data block the index iterator is at, if it is valid.
+    fn index_handle(&self) -> Option<BlockHandle> {
+        if !self.index.valid() {
+            return None;
+        }
+        let offset = self.table.footer().index.offset;
+        (self.table)
+            .decode_index_value(self.index.value(), offset)
+            .ok()
+            .map(|v| v.handle)
+    }
+
     fn current(&self) -> &BlockIter {
         self.data
             .as_ref()
@@ -198,6 +210,66 @@ impl InternalIterator for TableIterator {
 
     fn value(&self) -> &[u8] {
         self.current().value()
+    }
+
+    fn skip_run_forward(&mut self, run: &PrefixRun<'_>) {
+        // Bounded by the index: each turn moves to a later block.
+        loop {
+            let Some(d) = &mut self.data else { return };
+            d.skip_run_forward(run);
+            if d.valid() || self.data_failed() {
+                return;
+            }
+            // The run covers the rest of this block. When it is an interval,
+            // a block whose separator it covers is covered whole.
+            self.index.next();
+            if run.is_interval() && self.index.valid() {
+                self.index.skip_run_forward(run);
+            }
+            self.init_data_block();
+            match &mut self.data {
+                Some(d) => d.seek_to_first(),
+                None => return,
+            }
+        }
+    }
+
+    fn skip_run_backward(&mut self, run: &PrefixRun<'_>) {
+        // Bounded by the index: each turn moves to an earlier block.
+        loop {
+            let Some(d) = &mut self.data else { return };
+            d.skip_run_backward(run);
+            if d.valid() || self.data_failed() {
+                return;
+            }
+            // The run starts at or before this block's first entry.
+            let from = self.data_handle;
+            self.index.prev();
+            if run.is_interval() && self.index.valid() {
+                // The last block whose separator precedes the run ends
+                // before it; the block after that one (if it is not the
+                // block just left) may still hold keys before the run.
+                self.index.skip_run_backward(run);
+                if self.index.valid() {
+                    self.index.next();
+                    if self.index_handle() == from {
+                        self.index.prev();
+                    }
+                } else if self.index.status().is_ok() {
+                    self.index.seek_to_first();
+                    if self.index_handle() == from {
+                        self.data = None;
+                        self.data_handle = None;
+                        return;
+                    }
+                }
+            }
+            self.init_data_block();
+            match &mut self.data {
+                Some(d) => d.seek_to_last(),
+                None => return,
+            }
+        }
     }
 
     fn status(&self) -> Result<()> {

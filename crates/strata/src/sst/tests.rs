@@ -792,3 +792,126 @@ fn index_and_filter_placement() {
         check_iterator(&table, &entries, &mut rng);
     }
 }
+
+/// Rows of 1-3 letters, each with up to 300 versions (a 2-byte suffix), and
+/// some bare rows: runs of one prefix that span restart intervals and
+/// blocks.
+fn mvcc_entries(rng: &mut StdRng, cmp: &Arc<dyn Comparator>) -> Entries {
+    let mut users = std::collections::BTreeSet::new();
+    for _ in 0..rng.gen_range(5..40) {
+        let len = rng.gen_range(1..=3);
+        let row: Vec<u8> = (0..len).map(|_| rng.gen_range(b'a'..=b'c')).collect();
+        if rng.gen_bool(0.2) {
+            users.insert(row.clone());
+        }
+        let versions = if rng.gen_bool(0.3) {
+            rng.gen_range(1..300u16)
+        } else {
+            rng.gen_range(1..4)
+        };
+        for v in 0..versions {
+            let mut k = row.clone();
+            k.extend_from_slice(&(u16::MAX - v).to_be_bytes());
+            users.insert(k);
+        }
+    }
+    let mut out: Entries = users
+        .into_iter()
+        .map(|u| {
+            let value = vec![b'v'; rng.gen_range(0..20)];
+            (ikey(&u, rng.gen_range(1..1000), ValueKind::Value), value)
+        })
+        .collect();
+    let icmp = InternalKeyComparator::new(cmp.clone());
+    out.sort_by(|a, b| icmp.compare(&a.0, &b.0));
+    out
+}
+
+/// The block and table iterators' fast prefix skips land exactly where
+/// stepping entry by entry does, in both directions, over every kind of
+/// run (fixed prefixes, keys outside the domain, computed prefixes), block
+/// sizes, restart intervals and both built-in orders.
+#[test]
+fn prefix_run_skips_land_where_stepping_does() {
+    use crate::iter::PrefixRun;
+    use crate::key::{extract_user_key, SliceTransform};
+    fn first_two(k: &[u8]) -> &[u8] {
+        &k[..2]
+    }
+    fn at_least_two(k: &[u8]) -> bool {
+        k.len() >= 2
+    }
+    let extractors = [
+        SliceTransform::create_fixed_prefix(1),
+        SliceTransform::create_fixed_prefix(2),
+        SliceTransform::create_fixed_prefix(3),
+        SliceTransform::create_noop(),
+        SliceTransform::create("first-two", first_two, Some(at_least_two)),
+    ];
+    let mut rng = StdRng::seed_from_u64(17);
+    for round in 0..40 {
+        let cmp: Arc<dyn Comparator> = if round % 2 == 0 {
+            Arc::new(crate::key::BytewiseComparator)
+        } else {
+            Arc::new(ReverseBytewiseComparator)
+        };
+        let entries = mvcc_entries(&mut rng, &cmp);
+        let opts = TableOptions {
+            comparator: cmp.clone(),
+            block_size: rng.gen_range(64..600),
+            block_restart_interval: rng.gen_range(1..17),
+            index_block_restart_interval: rng.gen_range(1..5),
+            ..TableOptions::default()
+        };
+        let (bytes, _) = write_table(&entries, &opts);
+        let table = open_bytes(bytes, cmp.clone()).unwrap();
+        let order = cmp.builtin_order();
+        let mut it = table.iter();
+        for _ in 0..200 {
+            let i = rng.gen_range(0..entries.len());
+            let t = &extractors[rng.gen_range(0..extractors.len())];
+            let user = extract_user_key(&entries[i].0);
+            let (bytes, in_domain) = PrefixRun::bytes_of(t, user);
+            let run = PrefixRun::new(t, bytes, in_domain, order);
+            let ctx = format!(
+                "round {round} {opts:?} from {i} {:?} run {}",
+                entries[i].0,
+                t.name()
+            );
+
+            it.seek(&entries[i].0);
+            it.skip_run_forward(&run);
+            let want = (i..entries.len()).find(|&j| !run.covers(&entries[j].0));
+            assert_eq!(
+                it.valid().then(|| it.key().to_vec()),
+                want.map(|j| entries[j].0.clone()),
+                "{ctx}: forward"
+            );
+            if let Some(j) = want {
+                assert_eq!(it.value(), &entries[j].1[..], "{ctx}");
+                // The iterator goes on from there both ways.
+                it.prev();
+                assert_eq!(it.key(), &entries[j - 1].0[..], "{ctx}: prev after forward");
+            }
+
+            it.seek(&entries[i].0);
+            it.skip_run_backward(&run);
+            let want = (0..=i).rev().find(|&j| !run.covers(&entries[j].0));
+            assert_eq!(
+                it.valid().then(|| it.key().to_vec()),
+                want.map(|j| entries[j].0.clone()),
+                "{ctx}: backward"
+            );
+            if let Some(j) = want {
+                assert_eq!(it.value(), &entries[j].1[..], "{ctx}");
+                it.next();
+                assert_eq!(
+                    it.key(),
+                    &entries[j + 1].0[..],
+                    "{ctx}: next after backward"
+                );
+            }
+            it.status().unwrap();
+        }
+    }
+}

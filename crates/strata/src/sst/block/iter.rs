@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
-use crate::iter::InternalIterator;
+use crate::iter::{InternalIterator, PrefixRun};
 use crate::key::{
     compare_internal, extract_user_key, BuiltinOrder, BytewiseComparator, Comparator,
     ReverseBytewiseComparator,
@@ -397,6 +397,184 @@ impl BlockIter {
     }
 }
 
+/// Prefix steps: passing the entries of a [`PrefixRun`] without looking
+/// at each one where the block's layout proves them covered.
+impl BlockIter {
+    /// The last restart point in `lo..num_restarts` whose key `run`
+    /// covers, for a run that is an interval holding an entry before
+    /// restart `lo` (so the covered restart keys come first). `Some(None)`
+    /// when there is none; `None` on corruption (recorded).
+    fn last_covered_restart(&mut self, run: &PrefixRun<'_>, lo: u32) -> Option<Option<u32>> {
+        let (mut left, mut right) = (lo, self.num_restarts);
+        // Invariant: restarts before `left` are covered, from `right` on not.
+        while left < right {
+            let mid = left + (right - left) / 2;
+            let Some(r) = self.restart_key(mid) else {
+                let at = self.restart_point(mid).unwrap_or(self.restarts_offset);
+                self.corrupt(at, "restart entry is malformed or shares a prefix");
+                return None;
+            };
+            if run.covers(&self.data[r]) {
+                left = mid + 1;
+            } else {
+                right = mid;
+            }
+        }
+        Some(left.checked_sub(1).filter(|&i| i >= lo))
+    }
+
+    /// The first restart point in `0..=hi` whose key `run` covers, for a
+    /// run that is an interval holding an entry of restart interval `hi`
+    /// (so the covered restart keys come last). `None` on corruption.
+    fn first_covered_restart(&mut self, run: &PrefixRun<'_>, hi: u32) -> Option<u32> {
+        let (mut left, mut right) = (0, hi + 1);
+        while left < right {
+            let mid = left + (right - left) / 2;
+            let Some(r) = self.restart_key(mid) else {
+                let at = self.restart_point(mid).unwrap_or(self.restarts_offset);
+                self.corrupt(at, "restart entry is malformed or shares a prefix");
+                return None;
+            };
+            if run.covers(&self.data[r]) {
+                right = mid;
+            } else {
+                left = mid + 1;
+            }
+        }
+        Some(left)
+    }
+
+    /// Re-decodes the entry at `at` from the start of its restart interval,
+    /// after entries before it were passed without rebuilding their keys.
+    fn reparse_at(&mut self, at: usize) -> bool {
+        let mut index = self.restart_index;
+        while index + 1 < self.num_restarts {
+            match self.restart_point(index + 1) {
+                Some(p) if p <= at => index += 1,
+                _ => break,
+            }
+        }
+        if !self.seek_to_restart(index) {
+            return false;
+        }
+        // Bounded by the interval: each turn moves forward.
+        while self.parse_next() {
+            if self.current >= at {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// See [`InternalIterator::skip_run_forward`]; stays in this block
+    /// (invalid with an Ok status when the run reaches its end).
+    fn skip_run_forward_in_block(&mut self, run: &PrefixRun<'_>) {
+        if !self.valid() || !run.covers(self.key()) {
+            return;
+        }
+        let shared_bytes = run.bytes().len();
+        let mut passed = false;
+        // Bounded by the block: each turn moves forward by one entry or more.
+        loop {
+            let at = self.next;
+            if at < self.restarts_offset {
+                let Some(h) = self.decode_header(at) else {
+                    self.corrupt(at, "entry header or lengths run past the entries area");
+                    return;
+                };
+                // Its leading bytes are the run's: covered, and its key need
+                // not be rebuilt, since every key passed this way starts with
+                // the same bytes as the last one rebuilt.
+                if run.covered_by_shared(h.shared, h.shared + h.non_shared) {
+                    self.next = h.key_start + h.non_shared + h.value_len;
+                    passed = true;
+                    continue;
+                }
+                if passed && h.shared > shared_bytes {
+                    // It shares bytes of a passed key beyond the run's own:
+                    // rebuild the chain of keys to it.
+                    if !self.reparse_at(at) {
+                        return;
+                    }
+                } else if !self.parse_next() {
+                    return;
+                }
+            } else if !self.parse_next() {
+                return; // the end of the block
+            }
+            passed = false;
+            if !run.covers(self.key()) {
+                return;
+            }
+            let at_restart = self.restart_point(self.restart_index) == Some(self.current);
+            if at_restart && run.is_interval() {
+                // A covered restart key: pass every restart interval whose
+                // first key is covered too.
+                let Some(last) = self.last_covered_restart(run, self.restart_index + 1) else {
+                    return;
+                };
+                if let Some(r) = last {
+                    if !self.seek_to_restart(r) || !self.parse_next() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// See [`InternalIterator::skip_run_backward`]; stays in this block
+    /// (invalid with an Ok status when the run starts at or before its
+    /// first entry).
+    fn skip_run_backward_in_block(&mut self, run: &PrefixRun<'_>) {
+        if !run.is_interval() {
+            while self.valid() && run.covers(self.key()) {
+                self.prev();
+            }
+            return;
+        }
+        if !self.valid() || !run.covers(self.key()) {
+            return;
+        }
+        // The entries before the run are those before its first covered
+        // entry, which lies in the interval before the first covered
+        // restart point (or at that point).
+        let Some(first) = self.first_covered_restart(run, self.restart_index) else {
+            return;
+        };
+        if first == 0 {
+            return self.invalidate();
+        }
+        let from = first - 1;
+        if !self.seek_to_restart(from) {
+            return;
+        }
+        let mut run_start = None;
+        // Bounded by the block: each turn moves forward.
+        while self.parse_next() {
+            if run.covers(self.key()) {
+                run_start = Some(self.current);
+                break;
+            }
+        }
+        let Some(run_start) = run_start else {
+            if self.status.is_ok() {
+                self.corrupt(self.current, "restart keys out of order");
+            }
+            return;
+        };
+        if !self.seek_to_restart(from) {
+            return;
+        }
+        while self.parse_next() && self.next < run_start {}
+        if self.valid() && self.next != run_start {
+            self.corrupt(
+                self.current,
+                "entries do not chain to the run's first entry",
+            );
+        }
+    }
+}
+
 impl InternalIterator for BlockIter {
     fn valid(&self) -> bool {
         self.current < self.restarts_offset && self.status.is_ok()
@@ -497,5 +675,13 @@ impl InternalIterator for BlockIter {
 
     fn status(&self) -> Result<()> {
         self.status.clone()
+    }
+
+    fn skip_run_forward(&mut self, run: &PrefixRun<'_>) {
+        self.skip_run_forward_in_block(run);
+    }
+
+    fn skip_run_backward(&mut self, run: &PrefixRun<'_>) {
+        self.skip_run_backward_in_block(run);
     }
 }
