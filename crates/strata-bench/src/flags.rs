@@ -207,6 +207,10 @@ define_flags! {
     prefix_size: i32 = 0;
     /// Write keys num-1 down to 0 in fillseq (ours; db_bench has no such flag).
     seq_descending: bool = false;
+    /// Versions of each row in fillmvcc and mvccscan (W5; ours).
+    versions_per_key: i64 = 1;
+    /// How mvccscan goes from row to row: next, next_prefix, prev_prefix or seek_successor (W5; ours).
+    scan_method: String = "next".into();
     /// Next() calls after each Seek() in seekrandom.
     seek_nexts: i32 = 0;
     /// Use Prev() rather than Next() after seeks.

@@ -470,17 +470,24 @@ fn flush_returns_under_steady_writes() {
     opts.set_max_write_buffer_number(4);
     let db = Arc::new(DB::open(&opts, "/db").unwrap());
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let writer = {
-        let (db, stop) = (db.clone(), stop.clone());
+        let (db, stop, written) = (db.clone(), stop.clone(), written.clone());
         std::thread::spawn(move || {
             let mut i = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 db.put(format!("k{:08}", i % 100_000), [b'w'; 200]).unwrap();
                 i += 1;
+                written.store(i, std::sync::atomic::Ordering::Relaxed);
             }
             i
         })
     };
+    // The flushes must meet the writer at work: on a loaded machine the
+    // thread may not have run yet.
+    while written.load(std::sync::atomic::Ordering::Relaxed) < 1000 {
+        std::thread::yield_now();
+    }
     for round in 0..20u32 {
         db.put(format!("flushed{round}"), b"x").unwrap();
         db.flush().unwrap();

@@ -3,7 +3,10 @@
 //! threads, and prints its result line.
 
 mod duration;
+mod mvcc;
 mod ops;
+
+pub use mvcc::{ScanMethod, ROW_BYTES};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -37,6 +40,8 @@ pub const BENCHMARKS: &[&str] = &[
     "readwhilewriting",
     "deleterandom",
     "fillseekseq",
+    "fillmvcc",
+    "mvccscan",
     "flush",
     "compact",
     "waitforcompaction",
@@ -166,6 +171,13 @@ fn check_flags(f: &Flags) -> Result<()> {
             f.compression_ratio
         ));
     }
+    if f.versions_per_key <= 0 {
+        return bad(format!(
+            "--versions_per_key must be positive, got {}",
+            f.versions_per_key
+        ));
+    }
+    ScanMethod::parse(&f.scan_method)?;
     if f.keys_per_prefix > f.num {
         return bad(format!(
             "--keys_per_prefix={} exceeds --num={}: there would be no prefix",
@@ -364,6 +376,7 @@ impl<'o> Runner<'o> {
             multiread_stride: f.multiread_stride.max(0) as u64,
             multiread_batched: f.multiread_batched,
             seq_descending: f.seq_descending,
+            versions_per_key: f.versions_per_key.max(1) as u64,
             seed_base: self.seed_base,
         }
     }
@@ -422,6 +435,17 @@ impl<'o> Runner<'o> {
                 threads: threads + 1,
             },
             "fillseekseq" => run(Method::FillSeekSeq),
+            // One writer and one scanner: the rows are written in order.
+            "fillmvcc" => Action::Run {
+                method: Method::FillMvcc,
+                fresh_db: true,
+                threads: 1,
+            },
+            "mvccscan" => Action::Run {
+                method: Method::MvccScan(ScanMethod::parse(&self.flags.scan_method)?),
+                fresh_db: false,
+                threads: 1,
+            },
             // One compaction of everything, not one per --threads thread.
             "compact" => Action::Run {
                 method: Method::Compact,
@@ -608,6 +632,8 @@ impl<'o> Runner<'o> {
             Method::ReadWhileWriting if timed => return None,
             Method::ReadWhileWriting => return Some(p.reads * (n as u64 - 1)),
             Method::FillSeekSeq => 2 * p.flags_num,
+            Method::FillMvcc => mvcc::rows(p.num, p.versions_per_key) * p.versions_per_key,
+            Method::MvccScan(_) => mvcc::rows(p.num, p.versions_per_key),
             Method::Compact => 1,
         };
         Some(per_thread * n as u64)

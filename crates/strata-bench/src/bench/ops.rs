@@ -39,6 +39,8 @@ pub struct Params {
     /// `--multiread_batched`: the engine's batched MultiGet.
     pub multiread_batched: bool,
     pub seq_descending: bool,
+    /// `--versions_per_key` (W5).
+    pub versions_per_key: u64,
     pub seed_base: u64,
 }
 
@@ -72,6 +74,8 @@ pub enum Method {
     DeleteRandom,
     ReadWhileWriting,
     FillSeekSeq,
+    FillMvcc,
+    MvccScan(super::ScanMethod),
     Compact,
 }
 
@@ -88,6 +92,8 @@ pub fn run(method: Method, sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> 
         Method::ReadWhileWriting if th.tid == 0 => background_writer(sh, th),
         Method::ReadWhileWriting => read_random(sh, th),
         Method::FillSeekSeq => fill_seek_seq(sh, th),
+        Method::FillMvcc => super::mvcc::fill(sh, th),
+        Method::MvccScan(m) => super::mvcc::scan(sh, th, m),
         Method::Compact => sh.engine.compact_all(),
     }
 }

@@ -143,6 +143,9 @@ pub struct EngineConfig {
     /// `--prefix_size`: db_bench gives RocksDB a fixed-prefix extractor of
     /// this length when it is not 0 (besides building keys with it).
     pub prefix_size: usize,
+    /// The benchmarks include W5's (`fillmvcc`, `mvccscan`): Strata then
+    /// sets an 8-byte prefix extractor for its prefix steps (ours).
+    pub mvcc_rows: bool,
 }
 
 fn positive<T: TryFrom<i64>>(name: &str, v: i64) -> Result<T> {
@@ -195,6 +198,10 @@ impl EngineConfig {
             pin_l0_filter_and_index_blocks_in_cache: f.pin_l0_filter_and_index_blocks_in_cache,
             verify_checksum: f.verify_checksum,
             prefix_size: f.prefix_size.max(0) as usize,
+            mvcc_rows: f
+                .benchmarks
+                .split(',')
+                .any(|b| b == "fillmvcc" || b == "mvccscan"),
         })
     }
 

@@ -131,6 +131,22 @@ pub trait EngineIterator {
     fn value(&self) -> &[u8];
     /// The first error met.
     fn status(&self) -> Result<()>;
+
+    /// Moves to the first entry of the next distinct prefix (Strata's
+    /// `next_prefix`); engines without it fail.
+    fn next_prefix(&mut self) -> Result<()> {
+        Err(Error::Unsupported(
+            "next_prefix: the engine has no prefix steps".into(),
+        ))
+    }
+
+    /// Moves to the first entry of the previous distinct prefix (Strata's
+    /// `prev_prefix`); engines without it fail.
+    fn prev_prefix(&mut self) -> Result<()> {
+        Err(Error::Unsupported(
+            "prev_prefix: the engine has no prefix steps".into(),
+        ))
+    }
 }
 
 /// A key-value engine under benchmark.
@@ -178,6 +194,11 @@ pub trait Engine: Send + Sync {
 
     /// A cursor over the current state.
     fn iterator(&self) -> Result<Box<dyn EngineIterator + '_>>;
+
+    /// True when its iterators have `next_prefix` and `prev_prefix`.
+    fn has_prefix_steps(&self) -> bool {
+        false
+    }
 
     /// Writes the memtable to tables and waits for it.
     fn flush(&self) -> Result<()>;

@@ -5,8 +5,10 @@ use std::path::Path;
 
 use strata::{
     BlockBasedOptions, Cache, DBCompressionType, DataBlockIndexType, Options, ReadOptions,
-    WriteBatch, WriteOptions, DB,
+    SliceTransform, WriteBatch, WriteOptions, DB,
 };
+
+use crate::bench::ROW_BYTES;
 
 use super::config::PERF_LEVEL_DISABLE;
 use super::{
@@ -88,6 +90,14 @@ fn options(cfg: &EngineConfig, create: bool) -> Options {
     t.set_cache_index_and_filter_blocks(cfg.cache_index_and_filter_blocks);
     t.set_pin_l0_filter_and_index_blocks_in_cache(cfg.pin_l0_filter_and_index_blocks_in_cache);
     o.set_block_based_table_factory(&t);
+    // As db_bench gives RocksDB a fixed-prefix extractor for --prefix_size;
+    // W5's rows are 8 bytes (the RocksDB side does not need one: it has no
+    // prefix steps, and W5's reference program sets none).
+    if cfg.prefix_size > 0 {
+        o.set_prefix_extractor(SliceTransform::create_fixed_prefix(cfg.prefix_size));
+    } else if cfg.mvcc_rows {
+        o.set_prefix_extractor(SliceTransform::create_fixed_prefix(ROW_BYTES));
+    }
     o
 }
 
@@ -185,6 +195,10 @@ impl Engine for StrataEngine {
         )))
     }
 
+    fn has_prefix_steps(&self) -> bool {
+        true
+    }
+
     fn flush(&self) -> Result<()> {
         self.db.flush().map_err(err)
     }
@@ -235,5 +249,13 @@ impl EngineIterator for StrataIterator<'_> {
     }
     fn status(&self) -> Result<()> {
         self.0.status().map_err(err)
+    }
+    fn next_prefix(&mut self) -> Result<()> {
+        self.0.next_prefix();
+        Ok(())
+    }
+    fn prev_prefix(&mut self) -> Result<()> {
+        self.0.prev_prefix();
+        Ok(())
     }
 }

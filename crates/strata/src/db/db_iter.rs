@@ -376,10 +376,14 @@ impl DBIter {
         }
         let order = self.user_cmp.builtin_order();
         let run = PrefixRun::new(&transform, &self.run_bytes, in_domain, order);
+        // A run of one entry (a row of one version) costs a `next`: try
+        // that before the skip.
         if self.inner.valid() {
+            self.inner.next();
+        }
+        if self.inner.valid() && run.covers(self.inner.key()) {
             self.inner.skip_run_forward(&run);
         }
-
         self.saved_key.clear();
         self.clear_saved_value();
         self.find_next_user_entry(false);
@@ -410,12 +414,16 @@ impl DBIter {
             return;
         }
         // Back before every entry of that prefix, then forward to its
-        // first visible entry (the key just found, or a smaller one).
+        // first visible entry (the key just found, or a smaller one). The
+        // inner iterator is before the found key's entries, with only
+        // entries hidden from this reader in between: when it is outside
+        // the prefix, the found key is the prefix's first visible entry.
         let in_domain = self.set_run(&transform, true);
         let run = PrefixRun::new(&transform, &self.run_bytes, in_domain, order);
-        if self.inner.valid() {
-            self.inner.skip_run_backward(&run);
+        if !self.inner.valid() || !run.covers(self.inner.key()) {
+            return;
         }
+        self.inner.skip_run_backward(&run);
         if let Err(e) = self.inner.status() {
             return self.fail(e);
         }

@@ -46,6 +46,10 @@ pub struct BlockIter {
     restart_index: u32,
     /// The current key when it is not borrowed.
     key_buf: Vec<u8>,
+    /// The entries of one restart interval, decoded by a backward step so
+    /// that the backward steps after it within the interval scan nothing
+    /// (as RocksDB's `prev_entries_`).
+    cache: IntervalCache,
     /// The current key's range in `data` when it is stored whole.
     key_borrowed: Option<Range<usize>>,
     value: Range<usize>,
@@ -66,6 +70,24 @@ impl std::fmt::Debug for BlockIter {
 /// the restart interval it scans (1 KiB: a default 16-entry interval of
 /// small entries).
 const INTERVAL_PREFETCH_LINES: usize = 1024 / CACHE_LINE;
+
+/// Entries of one restart interval, by offset, with copies of their keys.
+#[derive(Debug, Default)]
+struct IntervalCache {
+    /// The interval held, if any.
+    interval: Option<u32>,
+    entries: Vec<CachedEntry>,
+    keys: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct CachedEntry {
+    current: usize,
+    next: usize,
+    value: Range<usize>,
+    /// The key's range in [`IntervalCache::keys`].
+    key: Range<usize>,
+}
 
 /// The decoded header of one entry.
 struct EntryHeader {
@@ -95,6 +117,7 @@ impl BlockIter {
             next: block.restarts_offset,
             restart_index: block.num_restarts,
             key_buf: Vec::new(),
+            cache: IntervalCache::default(),
             key_borrowed: None,
             value: 0..0,
             status: Ok(()),
@@ -507,12 +530,20 @@ impl BlockIter {
                 return;
             }
             let at_restart = self.restart_point(self.restart_index) == Some(self.current);
-            if at_restart && run.is_interval() {
+            let ri = self.restart_index;
+            if at_restart && run.is_interval() && ri + 1 < self.num_restarts {
                 // A covered restart key: pass every restart interval whose
-                // first key is covered too.
-                let Some(last) = self.last_covered_restart(run, self.restart_index + 1) else {
+                // first key is covered too. A short run ends in this
+                // interval: look at the next restart key before searching.
+                match self.restart_covered(run, ri + 1) {
+                    None => return,
+                    Some(false) => continue,
+                    Some(true) => {}
+                }
+                let Some(last) = self.last_covered_restart(run, ri + 2) else {
                     return;
                 };
+                let last = last.or(Some(ri + 1));
                 if let Some(r) = last {
                     if !self.seek_to_restart(r) || !self.parse_next() {
                         return;
@@ -535,42 +566,138 @@ impl BlockIter {
         if !self.valid() || !run.covers(self.key()) {
             return;
         }
-        // The entries before the run are those before its first covered
-        // entry, which lies in the interval before the first covered
-        // restart point (or at that point).
-        let Some(first) = self.first_covered_restart(run, self.restart_index) else {
+        // The run's first entry lies in the interval before its first
+        // covered restart point (or at that point). A short run starts in
+        // the current interval or the one before: look there first.
+        let ri = self.restart_index;
+        let Some(covered_here) = self.restart_covered(run, ri) else {
             return;
+        };
+        if !covered_here {
+            // The run starts inside this interval, after its first entry.
+            let original = self.current;
+            if !self.cache_interval(ri) {
+                return;
+            }
+            let j = self.cache.entries.partition_point(|e| e.current < original);
+            return self.land_before_run(run, j);
+        }
+        let first = if ri == 0 {
+            0
+        } else {
+            match self.restart_covered(run, ri - 1) {
+                None => return,
+                Some(false) => ri,
+                Some(true) => match self.first_covered_restart(run, ri - 1) {
+                    Some(f) => f,
+                    None => return,
+                },
+            }
         };
         if first == 0 {
             return self.invalidate();
         }
-        let from = first - 1;
-        if !self.seek_to_restart(from) {
+        if !self.cache_interval(first - 1) {
             return;
         }
-        let mut run_start = None;
-        // Bounded by the block: each turn moves forward.
-        while self.parse_next() {
-            if run.covers(self.key()) {
-                run_start = Some(self.current);
-                break;
+        let n = self.cache.entries.len();
+        self.land_before_run(run, n);
+    }
+
+    /// Positions at the last entry among the cached interval's first
+    /// `end` that `run` does not cover (the run starts after it).
+    fn land_before_run(&mut self, run: &PrefixRun<'_>, end: usize) {
+        let cache = &self.cache;
+        let last = (0..end)
+            .rev()
+            .find(|&k| !run.covers(&cache.keys[cache.entries[k].key.clone()]));
+        match last {
+            Some(k) => self.restore_cached(k),
+            None => {
+                let at = self.current;
+                self.corrupt(at, "the restart key before a run is covered by it");
             }
         }
-        let Some(run_start) = run_start else {
-            if self.status.is_ok() {
-                self.corrupt(self.current, "restart keys out of order");
+    }
+
+    /// Decodes restart interval `index` whole into the interval cache,
+    /// unless it holds it already. False on corruption (recorded).
+    fn cache_interval(&mut self, index: u32) -> bool {
+        if self.cache.interval == Some(index) {
+            return true;
+        }
+        self.cache.interval = None;
+        self.cache.entries.clear();
+        self.cache.keys.clear();
+        let end = if index + 1 < self.num_restarts {
+            match self.restart_point(index + 1) {
+                Some(p) => p,
+                None => {
+                    let at = self.restarts_offset + (index as usize + 1) * 4;
+                    self.corrupt(at, "restart point outside the entries area");
+                    return false;
+                }
             }
-            return;
+        } else {
+            self.restarts_offset
         };
-        if !self.seek_to_restart(from) {
-            return;
+        if !self.seek_to_restart(index) {
+            return false;
         }
-        while self.parse_next() && self.next < run_start {}
-        if self.valid() && self.next != run_start {
-            self.corrupt(
-                self.current,
-                "entries do not chain to the run's first entry",
-            );
+        // Bounded by the interval: each turn moves forward.
+        while self.next < end {
+            if !self.parse_next() {
+                if self.status.is_ok() {
+                    self.corrupt(self.current, "restart interval ends inside an entry");
+                }
+                return false;
+            }
+            let key: &[u8] = match &self.key_borrowed {
+                Some(r) => &self.data[r.clone()],
+                None => &self.key_buf,
+            };
+            let start = self.cache.keys.len();
+            self.cache.keys.extend_from_slice(key);
+            self.cache.entries.push(CachedEntry {
+                current: self.current,
+                next: self.next,
+                value: self.value.clone(),
+                key: start..self.cache.keys.len(),
+            });
+        }
+        if self.next != end {
+            self.corrupt(self.current, "restart interval ends inside an entry");
+            return false;
+        }
+        self.cache.interval = Some(index);
+        true
+    }
+
+    /// Positions at entry `i` of the interval cache.
+    fn restore_cached(&mut self, i: usize) {
+        let e = &self.cache.entries[i];
+        self.current = e.current;
+        self.next = e.next;
+        self.value = e.value.clone();
+        self.key_buf.clear();
+        self.key_buf
+            .extend_from_slice(&self.cache.keys[e.key.clone()]);
+        self.key_borrowed = None;
+        if let Some(interval) = self.cache.interval {
+            self.restart_index = interval;
+        }
+    }
+
+    /// Whether `run` covers the key at restart point `index`; `None` on
+    /// corruption (recorded).
+    fn restart_covered(&mut self, run: &PrefixRun<'_>, index: u32) -> Option<bool> {
+        match self.restart_key(index) {
+            Some(r) => Some(run.covers(&self.data[r])),
+            None => {
+                let at = self.restart_point(index).unwrap_or(self.restarts_offset);
+                self.corrupt(at, "restart entry is malformed or shares a prefix");
+                None
+            }
         }
     }
 }
@@ -647,16 +774,17 @@ impl InternalIterator for BlockIter {
                 }
             }
         }
-        if !self.seek_to_restart(self.restart_index) {
+        // The entry just before `original`, from the decoded interval.
+        let interval = self.restart_index;
+        if !self.cache_interval(interval) {
             return;
         }
-        // Scan to the entry just before `original`.
-        while self.parse_next() && self.next < original {}
-        if self.valid() && self.next != original {
-            self.corrupt(
-                self.current,
-                "entries do not chain to the previous position",
-            );
+        let entries = &self.cache.entries;
+        let j = entries.partition_point(|e| e.next < original);
+        if j < entries.len() && entries[j].next == original {
+            self.restore_cached(j);
+        } else {
+            self.corrupt(original, "entries do not chain to the previous position");
         }
     }
 
