@@ -61,6 +61,10 @@ pub struct DBIter {
     prefix_extractor: Option<Arc<SliceTransform>>,
     /// The bytes of the run a prefix step passes.
     run_bytes: Vec<u8>,
+    /// Seeks confine the iterator to their target's prefix.
+    prefix_same_as_start: bool,
+    /// The prefix the last seek confined the iterator to.
+    confined: Option<Vec<u8>>,
     status: Result<()>,
 }
 
@@ -145,8 +149,18 @@ impl DBIter {
             seek_key: Vec::new(),
             prefix_extractor: None,
             run_bytes: Vec::new(),
+            prefix_same_as_start: false,
+            confined: None,
             status: Ok(()),
         }
+    }
+
+    /// After a seek to a key in the extractor's domain, yield only keys of
+    /// its prefix, and let tables whose filter rules it out be skipped
+    /// (`ReadOptions::set_prefix_same_as_start`).
+    pub fn with_prefix_same_as_start(mut self, v: bool) -> Self {
+        self.prefix_same_as_start = v;
+        self
     }
 
     /// Sets the prefix extractor of [`DBIter::next_prefix`] and
@@ -187,6 +201,7 @@ impl DBIter {
 
     /// Positions at the first visible key (at or after the lower bound).
     pub fn seek_to_first(&mut self) {
+        self.confined = None;
         self.start(Direction::Forward);
         match &self.lower_bound {
             Some(lower) => {
@@ -205,6 +220,11 @@ impl DBIter {
 
     /// Positions at the last visible key (before the upper bound).
     pub fn seek_to_last(&mut self) {
+        self.confined = None;
+        self.last_entry();
+    }
+
+    fn last_entry(&mut self) {
         self.start(Direction::Reverse);
         match &self.upper_bound {
             Some(upper) => {
@@ -224,6 +244,7 @@ impl DBIter {
 
     /// Positions at the first visible key >= `target` (and >= the lower bound).
     pub fn seek(&mut self, target: &[u8]) {
+        self.confine_to(target);
         self.start(Direction::Forward);
         let target = match &self.lower_bound {
             Some(lower) if below_lower(self.user_cmp.as_ref(), Some(lower), target) => {
@@ -238,14 +259,47 @@ impl DBIter {
             self.sequence,
             ValueKind::FOR_SEEK,
         );
-        self.inner.seek(&self.seek_key);
+        match (&self.confined, &self.prefix_extractor) {
+            (Some(prefix), Some(t)) => {
+                let run = PrefixRun::new(t, prefix, true, self.user_cmp.builtin_order());
+                self.inner.seek_within(&self.seek_key, &run);
+            }
+            _ => self.inner.seek(&self.seek_key),
+        }
         self.find_next_user_entry(false);
+    }
+
+    /// With `prefix_same_as_start`, confines the iterator to `target`'s
+    /// prefix (none when it is outside the extractor's domain).
+    fn confine_to(&mut self, target: &[u8]) {
+        let prefix = match &self.prefix_extractor {
+            Some(t) if self.prefix_same_as_start => t.prefix(target),
+            _ => None,
+        };
+        match prefix {
+            Some(p) => {
+                let buf = self.confined.get_or_insert_with(Vec::new);
+                buf.clear();
+                buf.extend_from_slice(p);
+            }
+            None => self.confined = None,
+        }
+    }
+
+    /// True if the iterator is confined to a prefix `user_key` lacks.
+    #[inline]
+    fn outside_confinement(&self, user_key: &[u8]) -> bool {
+        match (&self.confined, &self.prefix_extractor) {
+            (Some(p), Some(t)) => t.prefix(user_key) != Some(p.as_slice()),
+            _ => false,
+        }
     }
 
     /// Positions at the last visible key <= `target` (and < the upper bound).
     pub fn seek_for_prev(&mut self, target: &[u8]) {
+        self.confine_to(target);
         if past_upper(self.user_cmp.as_ref(), self.upper_bound.as_deref(), target) {
-            return self.seek_to_last();
+            return self.last_entry();
         }
         self.start(Direction::Reverse);
         // The last internal key of `target`: sequence 0 and the smallest kind.
@@ -493,7 +547,9 @@ impl DBIter {
                 Err(e) => return self.fail(e),
             };
             let cmp = self.user_cmp.as_ref();
-            if past_upper(cmp, self.upper_bound.as_deref(), ikey.user_key) {
+            if past_upper(cmp, self.upper_bound.as_deref(), ikey.user_key)
+                || self.outside_confinement(ikey.user_key)
+            {
                 break;
             }
             if ikey.sequence <= self.sequence {
@@ -534,7 +590,9 @@ impl DBIter {
                 Err(e) => return self.fail(e),
             };
             let cmp = self.user_cmp.as_ref();
-            if below_lower(cmp, self.lower_bound.as_deref(), ikey.user_key) {
+            if below_lower(cmp, self.lower_bound.as_deref(), ikey.user_key)
+                || self.outside_confinement(ikey.user_key)
+            {
                 break;
             }
             let visible = ikey.sequence <= self.sequence

@@ -62,7 +62,8 @@ impl<'a> DBRawIterator<'a> {
             ro.lower_bound.clone(),
             ro.upper_bound.clone(),
         )
-        .with_prefix_extractor(db.opts.prefix_extractor.clone());
+        .with_prefix_extractor(db.opts.prefix_extractor.clone())
+        .with_prefix_same_as_start(ro.prefix_same_as_start && !ro.total_order_seek);
         DBRawIterator {
             iter,
             _version: VersionRef {

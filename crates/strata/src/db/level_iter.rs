@@ -208,6 +208,27 @@ impl InternalIterator for LevelIterator {
             .value()
     }
 
+    fn seek_within(&mut self, target: &[u8], run: &PrefixRun<'_>) {
+        let mut i = self.version.find_file(&self.icmp, self.level, target);
+        // Bounded by the level: each turn opens a later file.
+        loop {
+            self.open(i);
+            let Some(t) = &mut self.table else { return };
+            t.seek_within(target, run);
+            if t.valid() || self.table_failed() {
+                return;
+            }
+            // Nothing of the run at or after the target in this file: the
+            // next file matters only if it starts inside the run.
+            let files = self.version.files(self.level);
+            if i + 1 >= files.len() || !run.covers(files[i + 1].smallest.encoded()) {
+                self.table = None;
+                return;
+            }
+            i += 1;
+        }
+    }
+
     fn skip_run_forward(&mut self, run: &PrefixRun<'_>) {
         // Bounded by the level: each turn opens a later file.
         loop {

@@ -119,7 +119,8 @@ pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
     .with_index_and_filter_placement(
         opts.table.cache_index_and_filter_blocks,
         opts.table.pin_l0_filter_and_index_blocks_in_cache,
-    );
+    )
+    .with_prefix_extractor(opts.prefix_extractor.clone());
     let inner = Arc::new(DbInner {
         dir: dir.to_owned(),
         opts: opts.clone(),

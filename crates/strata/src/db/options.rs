@@ -58,6 +58,7 @@ pub struct BlockBasedOptions {
     pub(crate) data_block_hash_ratio: f64,
     pub(crate) cache_index_and_filter_blocks: bool,
     pub(crate) pin_l0_filter_and_index_blocks_in_cache: bool,
+    pub(crate) whole_key_filtering: bool,
 }
 
 impl Default for BlockBasedOptions {
@@ -73,6 +74,7 @@ impl Default for BlockBasedOptions {
             data_block_hash_ratio: 0.75,
             cache_index_and_filter_blocks: false,
             pin_l0_filter_and_index_blocks_in_cache: false,
+            whole_key_filtering: true,
         }
     }
 }
@@ -138,6 +140,14 @@ impl BlockBasedOptions {
         self.pin_l0_filter_and_index_blocks_in_cache = v;
     }
 
+    /// Whether bloom filters hold whole keys, for point lookups (default
+    /// true), as `rocksdb::BlockBasedOptions::set_whole_key_filtering`.
+    /// With a prefix extractor the filters also hold every key's prefix,
+    /// for prefix seeks; `false` keeps the prefixes only (smaller filters;
+    /// a point lookup then probes its key's prefix).
+    pub fn set_whole_key_filtering(&mut self, v: bool) {
+        self.whole_key_filtering = v;
+    }
     /// Distinct user keys per hash bucket for `BinaryAndHash` (default
     /// 0.75; must be above 0, checked on open).
     pub fn set_data_block_hash_ratio(&mut self, ratio: f64) {
@@ -417,6 +427,8 @@ impl Options {
             bloom_bits_per_key: self.table.bloom_bits_per_key,
             data_block_index_type: self.table.data_block_index_type,
             data_block_hash_table_util_ratio: self.table.data_block_hash_ratio,
+            prefix_extractor: self.prefix_extractor.clone(),
+            whole_key_filtering: self.table.whole_key_filtering,
         }
     }
 
@@ -469,6 +481,8 @@ pub struct ReadOptions {
     pub(crate) upper_bound: Option<Vec<u8>>,
     pub(crate) fill_cache: bool,
     pub(crate) verify_checksums: bool,
+    pub(crate) prefix_same_as_start: bool,
+    pub(crate) total_order_seek: bool,
 }
 
 impl Default for ReadOptions {
@@ -479,6 +493,8 @@ impl Default for ReadOptions {
             upper_bound: None,
             fill_cache: true,
             verify_checksums: true,
+            prefix_same_as_start: false,
+            total_order_seek: false,
         }
     }
 }
@@ -495,6 +511,21 @@ impl ReadOptions {
     /// Iterators see no key at or above `key` (exclusive bound).
     pub fn set_iterate_upper_bound<K: Into<Vec<u8>>>(&mut self, key: K) {
         self.upper_bound = Some(key.into());
+    }
+    /// After a seek to a key in the prefix extractor's domain, the
+    /// iterator yields only keys of that key's prefix (it becomes invalid
+    /// at the first key of another prefix), and skips tables whose filter
+    /// holds no such prefix. As RocksDB's `prefix_same_as_start`; no effect
+    /// without a prefix extractor, with `set_total_order_seek(true)`, or
+    /// after `seek_to_first`/`seek_to_last`.
+    pub fn set_prefix_same_as_start(&mut self, v: bool) {
+        self.prefix_same_as_start = v;
+    }
+    /// Iterates in total order whatever the prefix options say: prefix
+    /// filters are not consulted and `prefix_same_as_start` is ignored, as
+    /// RocksDB's `total_order_seek`.
+    pub fn set_total_order_seek(&mut self, v: bool) {
+        self.total_order_seek = v;
     }
     /// Whether blocks read are added to the block cache (default true).
     pub fn fill_cache(&mut self, v: bool) {

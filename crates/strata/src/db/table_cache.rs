@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::cache::{BlockCache, LruCache};
 use crate::env::FileSystem;
 use crate::error::Result;
-use crate::key::Comparator;
+use crate::key::{Comparator, SliceTransform};
 use crate::sst::{MetaPlacement, TableReader};
 use crate::version::FileMetaData;
 
@@ -44,6 +44,8 @@ pub(crate) struct TableCache {
     /// others.
     placement_l0: MetaPlacement,
     placement: MetaPlacement,
+    /// The database's prefix extractor, for readers to probe filters with.
+    prefix_extractor: Option<Arc<SliceTransform>>,
 }
 
 impl std::fmt::Debug for TableCache {
@@ -80,6 +82,7 @@ impl TableCache {
             unbounded: max_open_files < 0,
             placement_l0: MetaPlacement::Reader,
             placement: MetaPlacement::Reader,
+            prefix_extractor: None,
             readers: LruCache::new(
                 capacity,
                 Some(if (0..160).contains(&max_open_files) {
@@ -89,6 +92,12 @@ impl TableCache {
                 }),
             ),
         }
+    }
+
+    /// Readers probe their filters for prefixes of `extractor`.
+    pub(crate) fn with_prefix_extractor(mut self, extractor: Option<Arc<SliceTransform>>) -> Self {
+        self.prefix_extractor = extractor;
+        self
     }
 
     /// Readers opened from now on keep their index and filter in the block
@@ -127,6 +136,7 @@ impl TableCache {
             self.user_cmp.clone(),
             self.block_cache.clone(),
             placement,
+            self.prefix_extractor.clone(),
         )?);
         self.readers.insert(number, reader.clone(), 1);
         Ok(reader)

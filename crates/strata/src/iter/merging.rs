@@ -312,6 +312,13 @@ impl InternalIterator for MergingIterator {
         self.children[self.current()].value()
     }
 
+    fn seek_within(&mut self, target: &[u8], run: &PrefixRun<'_>) {
+        for child in &mut self.children {
+            child.seek_within(target, run);
+        }
+        self.rebuild_heap(Direction::Forward);
+    }
+
     fn skip_run_forward(&mut self, run: &PrefixRun<'_>) {
         if !self.valid() {
             return;

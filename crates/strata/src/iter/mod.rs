@@ -35,6 +35,16 @@ pub trait InternalIterator: Send {
     /// The first error met, if any.
     fn status(&self) -> Result<()>;
 
+    /// Positions at the first entry >= `target` where only the entries
+    /// `run` covers matter (a prefix seek): an iterator may skip what
+    /// cannot hold any of them (a table whose filter rules the prefix out)
+    /// and then be past entries outside the run, or invalid. The default
+    /// is [`InternalIterator::seek`].
+    fn seek_within(&mut self, target: &[u8], run: &PrefixRun<'_>) {
+        let _ = run;
+        self.seek(target);
+    }
+
     /// Moves forward past the entries `run` covers, from the current entry
     /// on: afterwards at the first entry that `run` does not cover, or
     /// invalid at the end. Requires a valid iterator. The default steps with

@@ -110,6 +110,11 @@ impl<'a> PrefixRun<'a> {
         }
     }
 
+    /// True for the run of a prefix (not of a key outside the domain).
+    pub(crate) fn in_domain(&self) -> bool {
+        self.members != Members::Exact
+    }
+
     /// The run's bytes: a prefix, or a whole key outside the domain.
     pub(crate) fn bytes(&self) -> &[u8] {
         self.bytes

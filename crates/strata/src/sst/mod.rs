@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use crate::compression::CompressionType;
 use crate::error::{Error, Result};
-use crate::key::{BytewiseComparator, Comparator};
+use crate::key::{BytewiseComparator, Comparator, SliceTransform};
 
 pub use block::DataBlockIndexType;
 pub use properties::TableProperties;
@@ -62,6 +62,14 @@ pub struct TableOptions {
     /// Lower means fewer collisions and more bytes; above 1 is allowed (as
     /// in RocksDB) and trades collisions for space.
     pub data_block_hash_table_util_ratio: f64,
+    /// When set, the filter also holds the prefix of every key in the
+    /// extractor's domain (for prefix seeks), and the extractor's name is
+    /// recorded in the properties.
+    pub prefix_extractor: Option<Arc<SliceTransform>>,
+    /// Whether the filter holds whole user keys (for point lookups). With
+    /// a prefix extractor, `false` keeps prefixes only, as RocksDB's
+    /// `whole_key_filtering`.
+    pub whole_key_filtering: bool,
 }
 
 impl std::fmt::Debug for TableOptions {
@@ -81,6 +89,11 @@ impl std::fmt::Debug for TableOptions {
                 "data_block_hash_table_util_ratio",
                 &self.data_block_hash_table_util_ratio,
             )
+            .field(
+                "prefix_extractor",
+                &self.prefix_extractor.as_ref().map(|t| t.name()),
+            )
+            .field("whole_key_filtering", &self.whole_key_filtering)
             .finish()
     }
 }
@@ -96,6 +109,8 @@ impl Default for TableOptions {
             bloom_bits_per_key: 10.0,
             data_block_index_type: DataBlockIndexType::BinarySearch,
             data_block_hash_table_util_ratio: 0.75,
+            prefix_extractor: None,
+            whole_key_filtering: true,
         }
     }
 }

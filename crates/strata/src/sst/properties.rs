@@ -61,6 +61,13 @@ pub struct TableProperties {
     pub creation_time: u64,
     /// Name of the user comparator that orders the keys.
     pub comparator: String,
+    /// Name of the prefix extractor whose prefixes the filter holds; empty
+    /// when it holds none.
+    pub prefix_extractor_name: String,
+    /// Whether the filter holds whole user keys: true unless the table was
+    /// written with `whole_key_filtering` off (and tables written before
+    /// the property existed hold whole keys).
+    pub whole_key_filtering: bool,
     /// Properties supplied by the user.
     pub user: BTreeMap<String, Vec<u8>>,
 }
@@ -102,6 +109,13 @@ impl TableProperties {
         );
         raw("filter.policy", self.filter_policy.as_bytes());
         raw("comparator", self.comparator.as_bytes());
+        raw(
+            "prefix.extractor.name",
+            self.prefix_extractor_name.as_bytes(),
+        );
+        let mut buf = Vec::new();
+        put_varint64(&mut buf, u64::from(self.whole_key_filtering));
+        entries.insert("strata.filter.whole.keys".to_string(), buf);
         for (k, v) in &self.user {
             entries.insert(format!("{USER_PREFIX}{k}"), v.clone());
         }
@@ -119,7 +133,10 @@ impl TableProperties {
         let offset = block.offset();
         let corrupt =
             |what: String| Error::corruption(&*file, offset, format!("properties block: {what}"));
-        let mut p = TableProperties::default();
+        let mut p = TableProperties {
+            whole_key_filtering: true,
+            ..TableProperties::default()
+        };
         let mut it = block.iter(Arc::new(BytewiseComparator));
         it.seek_to_first();
         while it.valid() {
@@ -161,6 +178,12 @@ impl TableProperties {
                 "strata.data.block.index.type" => p.data_block_index_type = text()?,
                 "strata.filter.policy" => p.filter_policy = text()?,
                 "strata.comparator" => p.comparator = text()?,
+                "strata.prefix.extractor.name" => p.prefix_extractor_name = text()?,
+                "strata.filter.whole.keys" => match int()? {
+                    0 => p.whole_key_filtering = false,
+                    1 => p.whole_key_filtering = true,
+                    v => return Err(corrupt(format!("{name} is {v}, not 0 or 1"))),
+                },
                 _ => {
                     if let Some(user) = name.strip_prefix(USER_PREFIX) {
                         p.user.insert(user.to_string(), value.to_vec());
@@ -201,6 +224,8 @@ mod tests {
             filter_millibits_per_key: 10_000,
             creation_time: 1_790_000_000,
             comparator: "leveldb.BytewiseComparator".into(),
+            prefix_extractor_name: "rocksdb.FixedPrefix.4".into(),
+            whole_key_filtering: false,
             user: BTreeMap::new(),
         };
         p.user.insert("owner".into(), b"me".to_vec());

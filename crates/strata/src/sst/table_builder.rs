@@ -33,6 +33,8 @@ pub struct TableBuilder {
     data_block: BlockBuilder,
     index_block: BlockBuilder,
     filter: Option<BloomFilterBuilder>,
+    /// The last prefix added to the filter.
+    last_prefix: Option<Vec<u8>>,
     last_key: Vec<u8>,
     /// Handle of the last data block, whose index entry waits for the next
     /// key so that the separator can be short.
@@ -96,6 +98,12 @@ impl TableBuilder {
                 0
             },
             comparator: opts.comparator.name().to_string(),
+            prefix_extractor_name: match (&filter, &opts.prefix_extractor) {
+                (Some(_), Some(t)) => t.name().to_string(),
+                _ => String::new(),
+            },
+            // Without a prefix in the filter, it holds whole keys.
+            whole_key_filtering: opts.whole_key_filtering || opts.prefix_extractor.is_none(),
             ..TableProperties::default()
         };
         Ok(TableBuilder {
@@ -107,6 +115,7 @@ impl TableBuilder {
             file_name: file_name.into(),
             offset: 0,
             filter,
+            last_prefix: None,
             last_key: Vec::new(),
             pending_handle: None,
             props,
@@ -153,7 +162,23 @@ impl TableBuilder {
         // One hash serves the filter and the data block's hash index.
         let hash = filter_hash(parsed.user_key);
         if let Some(filter) = &mut self.filter {
-            filter.add_hash(hash);
+            if self.props.whole_key_filtering {
+                filter.add_hash(hash);
+            }
+            if let Some(prefix) = self
+                .opts
+                .prefix_extractor
+                .as_ref()
+                .and_then(|t| t.prefix(parsed.user_key))
+            {
+                // Keys of one prefix are usually adjacent: add it once.
+                if self.last_prefix.as_deref() != Some(prefix) {
+                    filter.add_hash(filter_hash(prefix));
+                    let last = self.last_prefix.get_or_insert_with(Vec::new);
+                    last.clear();
+                    last.extend_from_slice(prefix);
+                }
+            }
         }
         if self.props.num_entries == 0 {
             self.props.smallest_key = ikey.to_vec();

@@ -212,6 +212,16 @@ impl InternalIterator for TableIterator {
         self.current().value()
     }
 
+    fn seek_within(&mut self, target: &[u8], run: &PrefixRun<'_>) {
+        if run.in_domain() && !self.table.may_contain_prefix(run.bytes()) {
+            // No key of the run is here: the table contributes nothing.
+            self.data = None;
+            self.data_handle = None;
+            return;
+        }
+        self.seek(target);
+    }
+
     fn skip_run_forward(&mut self, run: &PrefixRun<'_>) {
         // Bounded by the index: each turn moves to a later block.
         loop {

@@ -15,12 +15,12 @@ use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{
     extract_user_key, parse_internal_key, BuiltinOrder, BytewiseComparator, Comparator,
-    InternalKeyComparator, SequenceNumber, ValueKind,
+    InternalKeyComparator, SequenceNumber, SliceTransform, ValueKind,
 };
 use crate::util::coding::Decoder;
 
 use super::block::Block;
-use super::filter::BloomFilter;
+use super::filter::{filter_hash, BloomFilter};
 use super::format::{read_block, BlockHandle, Footer, FOOTER_BYTES};
 use super::index::IndexValue;
 use super::index_array::IndexArray;
@@ -58,9 +58,26 @@ pub struct TableReader {
     index: Meta<Arc<TableIndex>>,
     /// `None`: the table has no filter.
     filter: Option<Meta<BloomFilter>>,
+    /// What the filter holds, and so how a point lookup probes it.
+    filter_keys: FilterKeys,
+    /// The reader's prefix extractor when the filter holds its prefixes
+    /// (the table was written with an extractor of the same name).
+    prefix_filter: Option<Arc<SliceTransform>>,
     props: TableProperties,
     /// The block cache and this reader's key space in it.
     cache: Option<(Arc<BlockCache>, u64)>,
+}
+
+/// What a table's filter holds, for point lookups.
+#[derive(Debug, Clone)]
+enum FilterKeys {
+    /// Hashes of whole user keys (and maybe prefixes too).
+    Whole,
+    /// Hashes of prefixes only, of the reader's extractor.
+    Prefixes(Arc<SliceTransform>),
+    /// Prefixes of an extractor the reader does not have: no use to a
+    /// lookup, which then reads the data.
+    Foreign,
 }
 
 /// Gives each opened reader its own key space in a (possibly shared) cache.
@@ -97,7 +114,7 @@ impl TableReader {
         comparator: Arc<dyn Comparator>,
         cache: Option<Arc<BlockCache>>,
     ) -> Result<TableReader> {
-        Self::open_placed(file, name, comparator, cache, MetaPlacement::Reader)
+        Self::open_placed(file, name, comparator, cache, MetaPlacement::Reader, None)
     }
 
     /// Opens a table whose data blocks go through `cache`, and its index
@@ -109,6 +126,7 @@ impl TableReader {
         comparator: Arc<dyn Comparator>,
         cache: Option<Arc<BlockCache>>,
         placement: MetaPlacement,
+        prefix_extractor: Option<Arc<SliceTransform>>,
     ) -> Result<TableReader> {
         let name: Arc<str> = name.into();
         let size = file.size();
@@ -188,6 +206,16 @@ impl TableReader {
             }
             None => None,
         };
+        // A filter of another extractor's prefixes answers nothing: every
+        // prefix probe then says "may contain".
+        let prefix_filter = prefix_extractor.filter(|t| {
+            !props.prefix_extractor_name.is_empty() && t.name() == props.prefix_extractor_name
+        });
+        let filter_keys = match &prefix_filter {
+            _ if props.whole_key_filtering => FilterKeys::Whole,
+            Some(t) => FilterKeys::Prefixes(t.clone()),
+            None => FilterKeys::Foreign,
+        };
         let icmp: Arc<dyn Comparator> = Arc::new(InternalKeyComparator::new(comparator.clone()));
         let order = comparator.builtin_order();
         let index = Arc::new(TableIndex::read(
@@ -215,6 +243,8 @@ impl TableReader {
             footer,
             index,
             filter,
+            filter_keys,
+            prefix_filter,
             props,
             cache,
         })
@@ -245,8 +275,37 @@ impl TableReader {
     /// true otherwise, also when a filter kept in the block cache could not
     /// be read again (a lookup then reads the data and reports the error).
     pub fn may_contain_hash(&self, hash: u64) -> bool {
+        if !matches!(self.filter_keys, FilterKeys::Whole) {
+            return true;
+        }
         match self.filter() {
             Ok(f) => f.is_none_or(|f| f.may_contain_hash(hash)),
+            Err(_) => true,
+        }
+    }
+
+    /// The hash a point lookup of `user_key` (whose whole-key hash is
+    /// `whole_hash`) probes the filter with, or `None` when the filter
+    /// cannot answer for it (prefixes of another extractor, or a key
+    /// outside the extractor's domain).
+    #[inline]
+    pub(crate) fn probe_hash(&self, user_key: &[u8], whole_hash: u64) -> Option<u64> {
+        match &self.filter_keys {
+            FilterKeys::Whole => Some(whole_hash),
+            FilterKeys::Prefixes(t) => t.prefix(user_key).map(filter_hash),
+            FilterKeys::Foreign => None,
+        }
+    }
+
+    /// False when the filter proves that no key with prefix `prefix` (of
+    /// the reader's extractor) is in the table; true otherwise, also when
+    /// the filter holds no such prefixes or could not be read again.
+    pub fn may_contain_prefix(&self, prefix: &[u8]) -> bool {
+        if self.prefix_filter.is_none() {
+            return true;
+        }
+        match self.filter() {
+            Ok(f) => f.is_none_or(|f| f.may_contain_hash(filter_hash(prefix))),
             Err(_) => true,
         }
     }
@@ -347,7 +406,8 @@ impl TableReader {
         fill_cache: bool,
     ) -> Result<Option<TableEntry>> {
         if let Some(filter) = self.filter()? {
-            if !filter.may_contain_hash(hash) {
+            let probe = self.probe_hash(extract_user_key(lookup), hash);
+            if probe.is_some_and(|h| !filter.may_contain_hash(h)) {
                 return Ok(None);
             }
         }

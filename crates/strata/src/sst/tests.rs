@@ -753,6 +753,7 @@ fn index_and_filter_placement() {
             cmp.clone(),
             Some(cache.clone()),
             placement,
+            None,
         )
         .unwrap();
         let cached_at_open = cache.usage();
@@ -785,6 +786,7 @@ fn index_and_filter_placement() {
                 cmp.clone(),
                 Some(tiny),
                 placement,
+                None,
             )
             .unwrap(),
         );
@@ -912,6 +914,83 @@ fn prefix_run_skips_land_where_stepping_does() {
                 );
             }
             it.status().unwrap();
+        }
+    }
+}
+
+/// A table written with a prefix extractor: its filter holds every
+/// prefix (and whole keys unless whole-key filtering is off); a reader
+/// with the same extractor finds every key and every prefix through it
+/// and rules out most absent prefixes; a reader with another extractor or
+/// none ignores the prefixes and still finds every key.
+#[test]
+fn prefix_filters_hold_every_prefix() {
+    use crate::key::SliceTransform;
+    let cmp: Arc<dyn Comparator> = Arc::new(crate::key::BytewiseComparator);
+    let mut rng = StdRng::seed_from_u64(5);
+    let entries = random_entries(&mut rng, 2000, &cmp);
+    let fixed3 = Arc::new(SliceTransform::create_fixed_prefix(3));
+    for whole in [true, false] {
+        let opts = TableOptions {
+            prefix_extractor: Some(fixed3.clone()),
+            whole_key_filtering: whole,
+            ..TableOptions::default()
+        };
+        let (bytes, props) = write_table(&entries, &opts);
+        assert_eq!(props.prefix_extractor_name, "rocksdb.FixedPrefix.3");
+        assert_eq!(props.whole_key_filtering, whole);
+        for reader_extractor in [
+            Some(fixed3.clone()),
+            Some(Arc::new(SliceTransform::create_fixed_prefix(2))),
+            None,
+        ] {
+            let fs = MemFileSystem::new();
+            let path = Path::new("/t/000001.sst");
+            fs.create_dir_all(Path::new("/t")).unwrap();
+            crate::env::write_file_atomic(&fs, path, &bytes).unwrap();
+            let same = reader_extractor
+                .as_ref()
+                .is_some_and(|t| t.name() == fixed3.name());
+            let table = TableReader::open_placed(
+                fs.open_random_access(path).unwrap(),
+                "000001.sst",
+                cmp.clone(),
+                None,
+                MetaPlacement::Reader,
+                reader_extractor,
+            )
+            .unwrap();
+            let ctx = format!("whole {whole} same extractor {same}");
+            for (k, v) in &entries {
+                let user = crate::key::extract_user_key(k);
+                let lookup = ikey(user, crate::key::MAX_SEQUENCE_NUMBER, ValueKind::FOR_SEEK);
+                let got = table.get(&lookup, filter_hash(user)).unwrap();
+                let first = entries
+                    .iter()
+                    .find(|(k2, _)| crate::key::extract_user_key(k2) == user)
+                    .unwrap();
+                assert_eq!(
+                    got.map(|e| e.value.to_vec()),
+                    Some(first.1.clone()),
+                    "{ctx}: {k:?}"
+                );
+                let _ = v;
+                if let Some(p) = fixed3.prefix(user) {
+                    assert!(table.may_contain_prefix(p), "{ctx}: prefix {p:?}");
+                }
+            }
+            let absent = (0..1000)
+                .map(|i| format!("{i:03}").into_bytes())
+                .filter(|p| table.may_contain_prefix(p))
+                .count();
+            if same {
+                assert!(absent < 100, "{ctx}: {absent} of 1000 absent prefixes pass");
+            } else {
+                assert_eq!(
+                    absent, 1000,
+                    "{ctx}: another extractor's prefixes rule nothing out"
+                );
+            }
         }
     }
 }

@@ -89,6 +89,11 @@ struct CachedEntry {
     key: Range<usize>,
 }
 
+/// Covered restart points a forward prefix skip passes by scanning
+/// before it binary-searches the rest of the block: a scan streams through
+/// memory, each search step may miss the cache.
+const RESTARTS_SCANNED_MAX: u32 = 6;
+
 /// The decoded header of one entry.
 struct EntryHeader {
     shared: usize,
@@ -497,10 +502,40 @@ impl BlockIter {
         }
         let shared_bytes = run.bytes().len();
         let mut passed = false;
+        let mut restarts_passed = 0;
         // Bounded by the block: each turn moves forward by one entry or more.
         loop {
             let at = self.next;
             if at < self.restarts_offset {
+                // One-byte lengths (the common case) decode without the
+                // general varint path.
+                if let Some(&[shared, non_shared, value_len]) = self.data.get(at..at + 3) {
+                    if (shared | non_shared | value_len) < 0x80 {
+                        let end = at + 3 + non_shared as usize + value_len as usize;
+                        let len = shared as usize + non_shared as usize;
+                        if end <= self.restarts_offset
+                            && run.covered_by_shared(shared as usize, len)
+                        {
+                            self.next = end;
+                            passed = true;
+                            continue;
+                        }
+                        // A restart entry holds its whole key: test it in
+                        // place. After a few, binary search is cheaper than
+                        // scanning on (below).
+                        if shared == 0
+                            && restarts_passed < RESTARTS_SCANNED_MAX
+                            && run.is_interval()
+                            && end <= self.restarts_offset
+                            && run.covers(&self.data[at + 3..at + 3 + non_shared as usize])
+                        {
+                            self.next = end;
+                            passed = true;
+                            restarts_passed += 1;
+                            continue;
+                        }
+                    }
+                }
                 let Some(h) = self.decode_header(at) else {
                     self.corrupt(at, "entry header or lengths run past the entries area");
                     return;
@@ -530,27 +565,26 @@ impl BlockIter {
                 return;
             }
             let at_restart = self.restart_point(self.restart_index) == Some(self.current);
-            let ri = self.restart_index;
-            if at_restart && run.is_interval() && ri + 1 < self.num_restarts {
-                // A covered restart key: pass every restart interval whose
-                // first key is covered too. A short run ends in this
-                // interval: look at the next restart key before searching.
-                match self.restart_covered(run, ri + 1) {
-                    None => return,
-                    Some(false) => continue,
-                    Some(true) => {}
-                }
-                let Some(last) = self.last_covered_restart(run, ri + 2) else {
-                    return;
-                };
-                let last = last.or(Some(ri + 1));
-                if let Some(r) = last {
-                    if !self.seek_to_restart(r) || !self.parse_next() {
-                        return;
-                    }
-                }
+            if at_restart && run.is_interval() && self.jump_over_covered_intervals(run).is_none() {
+                return;
             }
         }
+    }
+
+    /// From a covered entry of a run that is an interval: when the next
+    /// restart key is covered too, moves to the last covered restart point
+    /// (binary search) and returns `Some(true)`; else stays (`Some(false)`).
+    /// `None` on corruption (recorded).
+    fn jump_over_covered_intervals(&mut self, run: &PrefixRun<'_>) -> Option<bool> {
+        let ri = self.restart_index;
+        if ri + 1 >= self.num_restarts || !self.restart_covered(run, ri + 1)? {
+            return Some(false);
+        }
+        let last = self.last_covered_restart(run, ri + 2)?.unwrap_or(ri + 1);
+        if !self.seek_to_restart(last) || !self.parse_next() {
+            return None;
+        }
+        Some(true)
     }
 
     /// See [`InternalIterator::skip_run_backward`]; stays in this block

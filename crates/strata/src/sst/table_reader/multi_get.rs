@@ -18,6 +18,7 @@
 
 use super::TableReader;
 use crate::error::Result;
+use crate::key::extract_user_key;
 use crate::sst::block::Block;
 use crate::sst::index_array::IndexArray;
 use crate::sst::TableEntry;
@@ -73,7 +74,9 @@ impl TableReader {
         // Pass 1: the filter, every line asked for before any is tested.
         if let Some(filter) = &filter {
             for p in probes {
-                filter.prefetch(p.hash);
+                if let Some(h) = self.probe_hash(extract_user_key(p.lookup), p.hash) {
+                    filter.prefetch(h);
+                }
             }
         }
         // Pass 2: filter tests and the block of each survivor. `survivors`
@@ -82,8 +85,11 @@ impl TableReader {
         let mut survivors: Vec<(usize, usize)> = Vec::with_capacity(probes.len());
         let mut runs: Vec<BlockRun> = Vec::with_capacity(probes.len());
         for (i, p) in probes.iter().enumerate() {
-            if filter.as_ref().is_some_and(|f| !f.may_contain_hash(p.hash)) {
-                continue;
+            let probe = self.probe_hash(extract_user_key(p.lookup), p.hash);
+            if let (Some(f), Some(h)) = (&filter, probe) {
+                if !f.may_contain_hash(h) {
+                    continue;
+                }
             }
             let block_index = match runs.last() {
                 Some(run) if index.at_or_before(run.block_index, p.lookup) => run.block_index,
