@@ -452,11 +452,22 @@ impl DBIter {
         let Some(transform) = self.extractor_for("prev_prefix") else {
             return;
         };
+        if self.confined.is_some() {
+            // Confined to the current key's prefix: nothing before it counts.
+            return self.stop();
+        }
+        self.prev_prefix_by_keys(&transform);
+    }
+
+    /// [`DBIter::prev_prefix`]: back past the current prefix, then to the
+    /// previous visible key (passing prefixes without one), then to the
+    /// first visible entry of that key's prefix.
+    fn prev_prefix_by_keys(&mut self, transform: &SliceTransform) {
         let order = self.user_cmp.builtin_order();
-        let in_domain = self.set_run(&transform, self.direction == Direction::Reverse);
+        let in_domain = self.set_run(transform, self.direction == Direction::Reverse);
         // Back before every entry of the current prefix.
         self.direction = Direction::Reverse;
-        let run = PrefixRun::new(&transform, &self.run_bytes, in_domain, order);
+        let run = PrefixRun::new(transform, &self.run_bytes, in_domain, order);
         if self.inner.valid() {
             self.inner.skip_run_backward(&run);
         }
@@ -472,8 +483,8 @@ impl DBIter {
         // inner iterator is before the found key's entries, with only
         // entries hidden from this reader in between: when it is outside
         // the prefix, the found key is the prefix's first visible entry.
-        let in_domain = self.set_run(&transform, true);
-        let run = PrefixRun::new(&transform, &self.run_bytes, in_domain, order);
+        let in_domain = self.set_run(transform, true);
+        let run = PrefixRun::new(transform, &self.run_bytes, in_domain, order);
         if !self.inner.valid() || !run.covers(self.inner.key()) {
             return;
         }

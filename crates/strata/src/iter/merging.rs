@@ -48,6 +48,8 @@ pub struct MergingIterator {
     heap: Vec<usize>,
     direction: Direction,
     status: Result<()>,
+    /// The current key, copied while the children turn around.
+    turn_key: Vec<u8>,
 }
 
 impl fmt::Debug for MergingIterator {
@@ -72,6 +74,7 @@ impl MergingIterator {
             heap,
             direction: Direction::Forward,
             status: Ok(()),
+            turn_key: Vec::new(),
         }
     }
 
@@ -135,7 +138,9 @@ impl MergingIterator {
     /// children that ran off their start are sought.
     fn switch_to_forward(&mut self) {
         let current = self.current();
-        let key = self.children[current].key().to_vec();
+        let mut key = std::mem::take(&mut self.turn_key);
+        key.clear();
+        key.extend_from_slice(self.children[current].key());
         for i in 0..self.children.len() {
             if i == current {
                 continue;
@@ -163,6 +168,7 @@ impl MergingIterator {
                 }
             }
         }
+        self.turn_key = key;
         self.rebuild_heap(Direction::Forward);
         debug_assert_eq!(self.heap.first(), Some(&current));
     }
@@ -173,7 +179,9 @@ impl MergingIterator {
     /// the current one, so one `prev` puts it before.
     fn switch_to_reverse(&mut self) {
         let current = self.current();
-        let key = self.children[current].key().to_vec();
+        let mut key = std::mem::take(&mut self.turn_key);
+        key.clear();
+        key.extend_from_slice(self.children[current].key());
         for i in 0..self.children.len() {
             if i == current {
                 continue;
@@ -203,6 +211,7 @@ impl MergingIterator {
                 }
             }
         }
+        self.turn_key = key;
         self.rebuild_heap(Direction::Reverse);
         debug_assert_eq!(self.heap.first(), Some(&current));
     }

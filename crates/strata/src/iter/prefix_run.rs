@@ -13,6 +13,20 @@
 
 use crate::key::{extract_user_key, BuiltinOrder, SliceTransform, TRAILER_BYTES};
 
+/// Byte equality without a call into `memcmp` for the short prefixes runs
+/// usually have (an 8-byte row is one integer comparison).
+#[inline]
+fn short_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    match (<[u8; 8]>::try_from(a), <[u8; 8]>::try_from(b)) {
+        (Ok(x), Ok(y)) => u64::from_ne_bytes(x) == u64::from_ne_bytes(y),
+        _ if a.len() < 8 => a.iter().zip(b).all(|(x, y)| x == y),
+        _ => a == b,
+    }
+}
+
 /// Which user keys belong to the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Members {
@@ -77,8 +91,10 @@ impl<'a> PrefixRun<'a> {
     #[inline]
     pub(crate) fn covers_user_key(&self, user_key: &[u8]) -> bool {
         match self.members {
-            Members::Fixed => user_key.starts_with(self.bytes),
-            Members::Exact => user_key == self.bytes,
+            Members::Fixed => user_key
+                .get(..self.bytes.len())
+                .is_some_and(|k| short_eq(k, self.bytes)),
+            Members::Exact => short_eq(user_key, self.bytes),
             Members::Computed => self.transform.prefix(user_key) == Some(self.bytes),
         }
     }

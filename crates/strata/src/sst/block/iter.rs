@@ -89,10 +89,15 @@ struct CachedEntry {
     key: Range<usize>,
 }
 
-/// Covered restart points a forward prefix skip passes by scanning
-/// before it binary-searches the rest of the block: a scan streams through
-/// memory, each search step may miss the cache.
-const RESTARTS_SCANNED_MAX: u32 = 6;
+/// Restart keys a forward prefix skip loads at once (their addresses are
+/// all in the restart array) before testing them in order, so that a run
+/// of a few intervals costs one wait for memory instead of a scan through
+/// its entries; longer runs binary-search the rest of the block.
+const RESTART_LOOKAHEAD: u32 = 8;
+
+/// Covered restart entries a forward prefix skip passes by scanning before
+/// it looks ahead in the restart array: most runs end within one or two.
+const RESTARTS_SCANNED_MAX: u32 = 1;
 
 /// The decoded header of one entry.
 struct EntryHeader {
@@ -521,8 +526,7 @@ impl BlockIter {
                             continue;
                         }
                         // A restart entry holds its whole key: test it in
-                        // place. After a few, binary search is cheaper than
-                        // scanning on (below).
+                        // place. A run past a few of them jumps (below).
                         if shared == 0
                             && restarts_passed < RESTARTS_SCANNED_MAX
                             && run.is_interval()
@@ -577,10 +581,28 @@ impl BlockIter {
     /// `None` on corruption (recorded).
     fn jump_over_covered_intervals(&mut self, run: &PrefixRun<'_>) -> Option<bool> {
         let ri = self.restart_index;
-        if ri + 1 >= self.num_restarts || !self.restart_covered(run, ri + 1)? {
+        let n = self.num_restarts;
+        if ri + 1 >= n {
             return Some(false);
         }
-        let last = self.last_covered_restart(run, ri + 2)?.unwrap_or(ri + 1);
+        let window_end = (ri + 1 + RESTART_LOOKAHEAD).min(n);
+        for i in ri + 1..window_end {
+            self.prefetch_restart_key(i);
+        }
+        let mut last = None;
+        for i in ri + 1..window_end {
+            if !self.restart_covered(run, i)? {
+                break;
+            }
+            last = Some(i);
+        }
+        let last = match last {
+            None => return Some(false),
+            Some(l) if l + 1 == window_end && window_end < n => {
+                self.last_covered_restart(run, window_end)?.unwrap_or(l)
+            }
+            Some(l) => l,
+        };
         if !self.seek_to_restart(last) || !self.parse_next() {
             return None;
         }
@@ -675,32 +697,42 @@ impl BlockIter {
         } else {
             self.restarts_offset
         };
-        if !self.seek_to_restart(index) {
+        let Some(start) = self.restart_point(index) else {
+            let at = self.restarts_offset + index as usize * 4;
+            self.corrupt(at, "restart point outside the entries area");
             return false;
-        }
+        };
+        // Each key is the previous one's first `shared` bytes and its own
+        // delta, built in place in the cache (the iterator does not move).
+        let mut at = start;
+        let mut prev_key = 0..0;
         // Bounded by the interval: each turn moves forward.
-        while self.next < end {
-            if !self.parse_next() {
-                if self.status.is_ok() {
-                    self.corrupt(self.current, "restart interval ends inside an entry");
-                }
+        while at < end {
+            let Some(h) = self.decode_header(at) else {
+                self.corrupt(at, "entry header or lengths run past the entries area");
+                return false;
+            };
+            if h.shared > prev_key.len() || (at == start && h.shared != 0) {
+                self.corrupt(at, "entry shares more bytes than the previous key has");
                 return false;
             }
-            let key: &[u8] = match &self.key_borrowed {
-                Some(r) => &self.data[r.clone()],
-                None => &self.key_buf,
-            };
-            let start = self.cache.keys.len();
-            self.cache.keys.extend_from_slice(key);
+            let keys = &mut self.cache.keys;
+            let key_start = keys.len();
+            keys.extend_from_within(prev_key.start..prev_key.start + h.shared);
+            keys.extend_from_slice(&self.data[h.key_start..h.key_start + h.non_shared]);
+            let value_start = h.key_start + h.non_shared;
+            let value_end = value_start + h.value_len;
+            prev_key = key_start..keys.len();
             self.cache.entries.push(CachedEntry {
-                current: self.current,
-                next: self.next,
-                value: self.value.clone(),
-                key: start..self.cache.keys.len(),
+                current: at,
+                next: value_end,
+                value: value_start..value_end,
+                key: prev_key.clone(),
             });
+            at = value_end;
         }
-        if self.next != end {
-            self.corrupt(self.current, "restart interval ends inside an entry");
+        if at != end {
+            self.corrupt(at, "restart interval ends inside an entry");
             return false;
         }
         self.cache.interval = Some(index);
