@@ -29,7 +29,7 @@ pub use key::{
     BytewiseComparator, Comparator, InDomainFn, ReverseBytewiseComparator, SliceTransform,
     TransformFn,
 };
-pub use sst::DataBlockIndexType;
+pub use sst::{BlockPropertyCollector, BlockPropertyFilter, DataBlockIndexType};
 
 /// The README's example, compiled and run as a doctest.
 #[cfg(doctest)]

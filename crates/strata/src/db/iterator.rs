@@ -51,10 +51,11 @@ impl<'a> DBRawIterator<'a> {
     pub(crate) fn new(db: &Arc<DbInner>, ro: &ReadOptions) -> DBRawIterator<'a> {
         let sv = db.super_version();
         let seq = ro.snapshot.unwrap_or(sv.sequence);
-        let inner: Box<dyn InternalIterator> = match db.internal_iter(&sv, ro.fill_cache) {
-            Ok(it) => Box::new(it),
-            Err(e) => Box::new(ErrorIterator(e)),
-        };
+        let inner: Box<dyn InternalIterator> =
+            match db.internal_iter(&sv, ro.fill_cache, &ro.block_property_filters.0) {
+                Ok(it) => Box::new(it),
+                Err(e) => Box::new(ErrorIterator(e)),
+            };
         let iter = DBIter::new(
             inner,
             db.user_cmp.clone(),

@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::iter::{InternalIterator, PrefixRun};
 use crate::key::Comparator;
 use crate::key::InternalKeyComparator;
-use crate::sst::TableIterator;
+use crate::sst::{BlockPropertyFilter, TableIterator};
 use crate::version::Version;
 
 use super::inner::DbInner;
@@ -24,6 +24,8 @@ pub(crate) struct LevelIterator {
     index: usize,
     table: Option<TableIterator>,
     status: Result<()>,
+    /// The read's block property filters, applied to every table opened.
+    filters: Vec<Arc<dyn BlockPropertyFilter>>,
 }
 
 impl LevelIterator {
@@ -44,7 +46,14 @@ impl LevelIterator {
             index: n,
             table: None,
             status: Ok(()),
+            filters: Vec::new(),
         }
+    }
+
+    /// Applies a read's block property filters to every table it opens.
+    pub(crate) fn with_filters(mut self, filters: &[Arc<dyn BlockPropertyFilter>]) -> Self {
+        self.filters = filters.to_vec();
+        self
     }
 
     fn num_files(&self) -> usize {
@@ -64,7 +73,7 @@ impl LevelIterator {
         let file = &self.version.files(self.level)[index];
         let opened = (self.db.table_cache)
             .get_for(file, self.level)
-            .map(|t| t.iter_opt(self.fill_cache));
+            .map(|t| t.iter_opt(self.fill_cache).with_filters(&self.filters));
         match opened {
             Ok(t) => {
                 self.table = Some(t);

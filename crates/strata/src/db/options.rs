@@ -11,7 +11,7 @@ use crate::env::{FileSystem, PosixFileSystem};
 use crate::error::{Error, Result};
 use crate::key::{BytewiseComparator, Comparator, SequenceNumber, SliceTransform};
 use crate::limits::{WRITE_BUFFER_SIZE_BYTES_MAX, WRITE_BUFFER_SIZE_BYTES_MIN};
-use crate::sst::TableOptions;
+use crate::sst::{BlockPropertyCollectorFactory, BlockPropertyFilter, TableOptions};
 use crate::wal::WalRecoveryMode;
 
 /// Compression types, as `rocksdb::DBCompressionType` (the subset Strata
@@ -181,6 +181,7 @@ pub struct Options {
     pub(crate) fs: Arc<dyn FileSystem>,
     pub(crate) table: BlockBasedOptions,
     pub(crate) prefix_extractor: Option<Arc<SliceTransform>>,
+    pub(crate) block_property_collectors: Vec<BlockPropertyCollectorFactory>,
 }
 
 impl std::fmt::Debug for Options {
@@ -224,6 +225,7 @@ impl Default for Options {
             fs: Arc::new(PosixFileSystem::new()),
             table: BlockBasedOptions::default(),
             prefix_extractor: None,
+            block_property_collectors: Vec::new(),
         }
     }
 }
@@ -356,6 +358,18 @@ impl Options {
     pub fn set_prefix_extractor(&mut self, prefix_extractor: SliceTransform) {
         self.prefix_extractor = Some(Arc::new(prefix_extractor));
     }
+    /// Adds a collector of per-block properties: `make` builds one for
+    /// every table written (by flushes and compactions). Its properties are
+    /// stored in the table's index entries and read by the
+    /// [`BlockPropertyFilter`](crate::BlockPropertyFilter)s of the same
+    /// name set on `ReadOptions`. Pebble's block property collectors; at
+    /// most 64 per database.
+    pub fn add_block_property_collector<F>(&mut self, make: F)
+    where
+        F: Fn() -> Box<dyn crate::BlockPropertyCollector> + Send + Sync + 'static,
+    {
+        self.block_property_collectors.push(Arc::new(make));
+    }
     /// Table format options.
     pub fn set_block_based_table_factory(&mut self, factory: &BlockBasedOptions) {
         self.table = factory.clone();
@@ -429,6 +443,7 @@ impl Options {
             data_block_hash_table_util_ratio: self.table.data_block_hash_ratio,
             prefix_extractor: self.prefix_extractor.clone(),
             whole_key_filtering: self.table.whole_key_filtering,
+            block_property_collectors: self.block_property_collectors.clone(),
         }
     }
 
@@ -483,6 +498,19 @@ pub struct ReadOptions {
     pub(crate) verify_checksums: bool,
     pub(crate) prefix_same_as_start: bool,
     pub(crate) total_order_seek: bool,
+    pub(crate) block_property_filters: BlockPropertyFilters,
+}
+
+/// The block property filters of a read.
+#[derive(Clone, Default)]
+pub(crate) struct BlockPropertyFilters(pub(crate) Vec<Arc<dyn BlockPropertyFilter>>);
+
+impl std::fmt::Debug for BlockPropertyFilters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|x| x.name()))
+            .finish()
+    }
 }
 
 impl Default for ReadOptions {
@@ -495,6 +523,7 @@ impl Default for ReadOptions {
             verify_checksums: true,
             prefix_same_as_start: false,
             total_order_seek: false,
+            block_property_filters: BlockPropertyFilters::default(),
         }
     }
 }
@@ -526,6 +555,14 @@ impl ReadOptions {
     /// RocksDB's `total_order_seek`.
     pub fn set_total_order_seek(&mut self, v: bool) {
         self.total_order_seek = v;
+    }
+    /// Adds a filter on the block properties a collector of the same name
+    /// recorded: iterators skip the blocks and tables it rules out, without
+    /// reading them, and so hide their entries (point lookups ignore block
+    /// property filters). Tables written without that collector are read
+    /// whole. Pebble's `BlockPropertyFilter`.
+    pub fn add_block_property_filter(&mut self, filter: Arc<dyn BlockPropertyFilter>) {
+        self.block_property_filters.0.push(filter);
     }
     /// Whether blocks read are added to the block cache (default true).
     pub fn fill_cache(&mut self, v: bool) {

@@ -13,6 +13,7 @@ use crate::iter::InternalIterator;
 use crate::key::{pack_trailer, Comparator, InternalKey, SequenceNumber, ValueKind, TRAILER_BYTES};
 use crate::memtable::{MemTable, MemTableGet};
 use crate::sst::filter::filter_hash;
+use crate::sst::BlockPropertyFilter;
 use crate::version::NUM_LEVELS;
 
 use super::inner::{DbInner, SuperVersion};
@@ -195,6 +196,7 @@ impl DbInner {
         self: &Arc<Self>,
         sv: &SuperVersion,
         fill_cache: bool,
+        filters: &[Arc<dyn BlockPropertyFilter>],
     ) -> Result<MergingIterator> {
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         children.push(Box::new(sv.mem.iter()));
@@ -203,17 +205,18 @@ impl DbInner {
         }
         for f in sv.version.files(0) {
             children.push(Box::new(
-                self.table_cache.get_for(f, 0)?.iter_opt(fill_cache),
+                self.table_cache
+                    .get_for(f, 0)?
+                    .iter_opt(fill_cache)
+                    .with_filters(filters),
             ));
         }
         for level in 1..NUM_LEVELS {
             if sv.version.num_files(level) > 0 {
-                children.push(Box::new(LevelIterator::new(
-                    self.clone(),
-                    sv.version.clone(),
-                    level,
-                    fill_cache,
-                )));
+                children.push(Box::new(
+                    LevelIterator::new(self.clone(), sv.version.clone(), level, fill_cache)
+                        .with_filters(filters),
+                ));
             }
         }
         let icmp: Arc<dyn Comparator> = Arc::new(self.icmp.clone());

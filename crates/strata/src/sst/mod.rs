@@ -12,6 +12,7 @@
 //! The byte layout is specified in `docs/format/table.md`.
 
 pub mod block;
+pub mod block_property;
 pub mod filter;
 pub mod format;
 pub mod index;
@@ -28,6 +29,9 @@ use crate::error::{Error, Result};
 use crate::key::{BytewiseComparator, Comparator, SliceTransform};
 
 pub use block::DataBlockIndexType;
+pub use block_property::{
+    BlockPropertyCollector, BlockPropertyCollectorFactory, BlockPropertyFilter,
+};
 pub use properties::TableProperties;
 pub use table_builder::TableBuilder;
 pub use table_iter::TableIterator;
@@ -70,6 +74,8 @@ pub struct TableOptions {
     /// a prefix extractor, `false` keeps prefixes only, as RocksDB's
     /// `whole_key_filtering`.
     pub whole_key_filtering: bool,
+    /// Collectors of per-block properties, one instance per table.
+    pub block_property_collectors: Vec<BlockPropertyCollectorFactory>,
 }
 
 impl std::fmt::Debug for TableOptions {
@@ -94,6 +100,10 @@ impl std::fmt::Debug for TableOptions {
                 &self.prefix_extractor.as_ref().map(|t| t.name()),
             )
             .field("whole_key_filtering", &self.whole_key_filtering)
+            .field(
+                "block_property_collectors",
+                &self.block_property_collectors.len(),
+            )
             .finish()
     }
 }
@@ -111,6 +121,7 @@ impl Default for TableOptions {
             data_block_hash_table_util_ratio: 0.75,
             prefix_extractor: None,
             whole_key_filtering: true,
+            block_property_collectors: Vec::new(),
         }
     }
 }
@@ -118,6 +129,13 @@ impl Default for TableOptions {
 impl TableOptions {
     /// Rejects values no table could be written with.
     pub fn validate(&self) -> Result<()> {
+        if self.block_property_collectors.len() > block_property::COLLECTORS_MAX {
+            return Err(Error::invalid_argument(format!(
+                "{} block property collectors: at most {} per table",
+                self.block_property_collectors.len(),
+                block_property::COLLECTORS_MAX
+            )));
+        }
         if self.block_size == 0 || self.block_size > crate::limits::BLOCK_SIZE_BYTES_MAX / 2 {
             return Err(Error::invalid_argument(format!(
                 "block_size {} must be between 1 and {}",

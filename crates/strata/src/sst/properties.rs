@@ -15,6 +15,10 @@ use crate::util::coding::{decode_varint64, put_varint64};
 use super::block::{Block, BlockBuilder};
 
 const USER_PREFIX: &str = "user.";
+/// The names of a table's block property collectors, in tag order.
+const BLOCK_PROPERTY_COLLECTORS: &str = "strata.block.props.collectors";
+/// Before a collector's name: its table-level property.
+const BLOCK_PROPERTY_PREFIX: &str = "strata.block.props.table.";
 
 /// Facts about one table file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -68,6 +72,11 @@ pub struct TableProperties {
     /// written with `whole_key_filtering` off (and tables written before
     /// the property existed hold whole keys).
     pub whole_key_filtering: bool,
+    /// Names of the block property collectors the table was written with,
+    /// in the order of their index-entry tags.
+    pub block_property_collectors: Vec<String>,
+    /// Each collector's table-level property, by name.
+    pub block_properties: BTreeMap<String, Vec<u8>>,
     /// Properties supplied by the user.
     pub user: BTreeMap<String, Vec<u8>>,
 }
@@ -116,6 +125,17 @@ impl TableProperties {
         let mut buf = Vec::new();
         put_varint64(&mut buf, u64::from(self.whole_key_filtering));
         entries.insert("strata.filter.whole.keys".to_string(), buf);
+        if !self.block_property_collectors.is_empty() {
+            let mut names = Vec::new();
+            for n in &self.block_property_collectors {
+                crate::util::coding::put_varint32(&mut names, n.len() as u32);
+                names.extend_from_slice(n.as_bytes());
+            }
+            entries.insert(BLOCK_PROPERTY_COLLECTORS.to_string(), names);
+        }
+        for (k, v) in &self.block_properties {
+            entries.insert(format!("{BLOCK_PROPERTY_PREFIX}{k}"), v.clone());
+        }
         for (k, v) in &self.user {
             entries.insert(format!("{USER_PREFIX}{k}"), v.clone());
         }
@@ -184,8 +204,28 @@ impl TableProperties {
                     1 => p.whole_key_filtering = true,
                     v => return Err(corrupt(format!("{name} is {v}, not 0 or 1"))),
                 },
+                BLOCK_PROPERTY_COLLECTORS => {
+                    let mut dec = crate::util::coding::Decoder::new(value);
+                    while !dec.is_empty() {
+                        let n = dec
+                            .length_prefixed()
+                            .and_then(|b| std::str::from_utf8(b).ok())
+                            .ok_or_else(|| corrupt(format!("{name} holds a malformed name")))?;
+                        if p.block_property_collectors.len()
+                            >= super::block_property::COLLECTORS_MAX
+                        {
+                            return Err(corrupt(format!(
+                                "{name} lists over {} collectors",
+                                super::block_property::COLLECTORS_MAX
+                            )));
+                        }
+                        p.block_property_collectors.push(n.to_string());
+                    }
+                }
                 _ => {
-                    if let Some(user) = name.strip_prefix(USER_PREFIX) {
+                    if let Some(block) = name.strip_prefix(BLOCK_PROPERTY_PREFIX) {
+                        p.block_properties.insert(block.to_string(), value.to_vec());
+                    } else if let Some(user) = name.strip_prefix(USER_PREFIX) {
                         p.user.insert(user.to_string(), value.to_vec());
                     }
                 }
@@ -226,6 +266,10 @@ mod tests {
             comparator: "leveldb.BytewiseComparator".into(),
             prefix_extractor_name: "rocksdb.FixedPrefix.4".into(),
             whole_key_filtering: false,
+            block_property_collectors: vec!["versions".into(), "tenants".into()],
+            block_properties: [("versions".to_string(), b"\x01\x09".to_vec())]
+                .into_iter()
+                .collect(),
             user: BTreeMap::new(),
         };
         p.user.insert("owner".into(), b"me".to_vec());

@@ -15,6 +15,7 @@ use crate::key::{parse_internal_key, Comparator, InternalKeyComparator, ValueKin
 use crate::limits::{KEY_SIZE_BYTES_MAX, VALUE_SIZE_BYTES_MAX};
 
 use super::block::BlockBuilder;
+use super::block_property::BlockPropertiesBuilder;
 use super::filter::{filter_hash, BloomFilterBuilder};
 use super::format::{put_block_trailer, BlockHandle, Footer, BLOCK_TRAILER_BYTES, FORMAT_VERSION};
 use super::index::encode_index_value;
@@ -35,6 +36,10 @@ pub struct TableBuilder {
     filter: Option<BloomFilterBuilder>,
     /// The last prefix added to the filter.
     last_prefix: Option<Vec<u8>>,
+    /// Per-block properties: user collectors and the single prefix.
+    block_props: BlockPropertiesBuilder,
+    /// The properties of the block awaiting its index entry.
+    pending_props: Vec<(u32, Vec<u8>)>,
     last_key: Vec<u8>,
     /// Handle of the last data block, whose index entry waits for the next
     /// key so that the separator can be short.
@@ -98,14 +103,18 @@ impl TableBuilder {
                 0
             },
             comparator: opts.comparator.name().to_string(),
-            prefix_extractor_name: match (&filter, &opts.prefix_extractor) {
-                (Some(_), Some(t)) => t.name().to_string(),
-                _ => String::new(),
+            prefix_extractor_name: match &opts.prefix_extractor {
+                Some(t) => t.name().to_string(),
+                None => String::new(),
             },
             // Without a prefix in the filter, it holds whole keys.
             whole_key_filtering: opts.whole_key_filtering || opts.prefix_extractor.is_none(),
             ..TableProperties::default()
         };
+        let block_props = BlockPropertiesBuilder::new(
+            &opts.block_property_collectors,
+            opts.prefix_extractor.is_some(),
+        );
         Ok(TableBuilder {
             icmp: InternalKeyComparator::new(opts.comparator.clone()),
             data_block,
@@ -116,6 +125,8 @@ impl TableBuilder {
             offset: 0,
             filter,
             last_prefix: None,
+            block_props,
+            pending_props: Vec::new(),
             last_key: Vec::new(),
             pending_handle: None,
             props,
@@ -161,16 +172,20 @@ impl TableBuilder {
         }
         // One hash serves the filter and the data block's hash index.
         let hash = filter_hash(parsed.user_key);
+        let prefix = (self.opts.prefix_extractor.as_ref()).and_then(|t| t.prefix(parsed.user_key));
+        if !self.block_props.is_empty() {
+            let v = if parsed.kind == ValueKind::Deletion {
+                &[][..]
+            } else {
+                value
+            };
+            self.block_props.add(parsed.user_key, v, prefix);
+        }
         if let Some(filter) = &mut self.filter {
             if self.props.whole_key_filtering {
                 filter.add_hash(hash);
             }
-            if let Some(prefix) = self
-                .opts
-                .prefix_extractor
-                .as_ref()
-                .and_then(|t| t.prefix(parsed.user_key))
-            {
+            if let Some(prefix) = prefix {
                 // Keys of one prefix are usually adjacent: add it once.
                 if self.last_prefix.as_deref() != Some(prefix) {
                     filter.add_hash(filter_hash(prefix));
@@ -201,7 +216,13 @@ impl TableBuilder {
     /// Adds the index entry for `handle` under the separator in `scratch`.
     fn add_index_entry(&mut self, handle: BlockHandle) {
         let mut value = Vec::with_capacity(16);
-        encode_index_value(&mut value, handle, &[]);
+        let props: Vec<(u32, &[u8])> = self
+            .pending_props
+            .iter()
+            .map(|(t, b)| (*t, &b[..]))
+            .collect();
+        encode_index_value(&mut value, handle, &props);
+        self.pending_props.clear();
         self.index_block.add(&self.scratch, &value);
     }
 
@@ -224,6 +245,7 @@ impl TableBuilder {
         self.props.num_data_blocks += 1;
         self.props.data_size += handle.size + BLOCK_TRAILER_BYTES as u64;
         self.pending_handle = Some(handle);
+        self.pending_props = self.block_props.finish_block();
         Ok(())
     }
 
@@ -261,6 +283,8 @@ impl TableBuilder {
             self.icmp.find_short_successor(&mut self.scratch);
             self.add_index_entry(handle);
         }
+        self.props.block_property_collectors = self.block_props.names();
+        self.props.block_properties = self.block_props.finish_table().into_iter().collect();
         let mut meta: Vec<(&str, BlockHandle)> = Vec::new();
         if let Some(mut filter) = self.filter.take() {
             let bytes = filter.finish();

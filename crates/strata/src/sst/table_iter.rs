@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::iter::{InternalIterator, PrefixRun};
 
 use super::block::BlockIter;
+use super::block_property::{BlockPropertyFilter, ResolvedFilters};
 use super::format::BlockHandle;
 use super::TableReader;
 
@@ -20,6 +21,8 @@ pub struct TableIterator {
     data_handle: Option<BlockHandle>,
     status: Result<()>,
     fill_cache: bool,
+    /// The read's block property filters, resolved for this table.
+    filters: ResolvedFilters,
 }
 
 impl std::fmt::Debug for TableIterator {
@@ -47,7 +50,41 @@ impl TableIterator {
             data_handle: None,
             status,
             fill_cache,
+            filters: ResolvedFilters::default(),
         }
+    }
+
+    /// Applies a read's block property filters: blocks and the table they
+    /// rule out are passed without being read.
+    pub(crate) fn with_filters(
+        mut self,
+        filters: &[Arc<dyn BlockPropertyFilter>],
+    ) -> TableIterator {
+        self.filters = self.table.resolve_filters(filters);
+        self
+    }
+
+    /// True when the filters rule the whole table out; the iterator is then
+    /// left invalid.
+    fn table_excluded(&mut self) -> bool {
+        if self.filters.table_excluded {
+            self.data = None;
+            self.data_handle = None;
+        }
+        self.filters.table_excluded
+    }
+
+    /// The single prefix of the block the index is at, if recorded.
+    fn index_single_prefix(&self) -> Option<&[u8]> {
+        if !self.index.valid() {
+            return None;
+        }
+        let offset = self.table.footer().index.offset;
+        let v = self
+            .table
+            .decode_index_value(self.index.value(), offset)
+            .ok()?;
+        self.table.block_single_prefix(&v)
     }
 
     /// Loads the data block the index iterator points at.
@@ -57,14 +94,22 @@ impl TableIterator {
             self.data_handle = None;
             return;
         }
-        let handle = match self
+        let value = match self
             .table
             .decode_index_value(self.index.value(), self.table.footer().index.offset)
         {
-            Ok(v) => v.handle,
+            Ok(v) => v,
             Err(e) => return self.fail(e),
         };
+        let handle = value.handle;
         if self.data.is_some() && self.data_handle == Some(handle) {
+            return;
+        }
+        if !self.filters.is_empty() && self.filters.excludes_block(&value) {
+            // Ruled out by its properties: an empty block stands in, and the
+            // callers' loops move on to the next one.
+            self.data = Some(BlockIter::empty(self.table.name().clone()));
+            self.data_handle = Some(handle);
             return;
         }
         match self.table.read_data_block(handle, self.fill_cache) {
@@ -148,6 +193,9 @@ impl InternalIterator for TableIterator {
     }
 
     fn seek_to_first(&mut self) {
+        if self.table_excluded() {
+            return;
+        }
         self.index.seek_to_first();
         self.init_data_block();
         if let Some(d) = &mut self.data {
@@ -157,6 +205,9 @@ impl InternalIterator for TableIterator {
     }
 
     fn seek_to_last(&mut self) {
+        if self.table_excluded() {
+            return;
+        }
         self.index.seek_to_last();
         self.init_data_block();
         if let Some(d) = &mut self.data {
@@ -166,6 +217,9 @@ impl InternalIterator for TableIterator {
     }
 
     fn seek(&mut self, target: &[u8]) {
+        if self.table_excluded() {
+            return;
+        }
         self.index.seek(target);
         self.init_data_block();
         if let Some(d) = &mut self.data {
@@ -175,6 +229,9 @@ impl InternalIterator for TableIterator {
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) {
+        if self.table_excluded() {
+            return;
+        }
         self.seek(target);
         if self.status.is_err() || self.index.status().is_err() {
             return;
@@ -236,6 +293,10 @@ impl InternalIterator for TableIterator {
             if run.is_interval() && self.index.valid() {
                 self.index.skip_run_forward(run);
             }
+            // Blocks that hold only the run's prefix are passed unread.
+            while run.in_domain() && self.index_single_prefix() == Some(run.bytes()) {
+                self.index.next();
+            }
             self.init_data_block();
             match &mut self.data {
                 Some(d) => d.seek_to_first(),
@@ -255,6 +316,12 @@ impl InternalIterator for TableIterator {
             // The run starts at or before this block's first entry.
             let from = self.data_handle;
             self.index.prev();
+            while !run.is_interval()
+                && run.in_domain()
+                && self.index_single_prefix() == Some(run.bytes())
+            {
+                self.index.prev();
+            }
             if run.is_interval() && self.index.valid() {
                 // The last block whose separator precedes the run ends
                 // before it; the block after that one (if it is not the

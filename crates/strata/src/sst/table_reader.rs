@@ -20,6 +20,7 @@ use crate::key::{
 use crate::util::coding::Decoder;
 
 use super::block::Block;
+use super::block_property::{BlockPropertyFilter, ResolvedFilters, SINGLE_PREFIX_TAG};
 use super::filter::{filter_hash, BloomFilter};
 use super::format::{read_block, BlockHandle, Footer, FOOTER_BYTES};
 use super::index::IndexValue;
@@ -60,8 +61,9 @@ pub struct TableReader {
     filter: Option<Meta<BloomFilter>>,
     /// What the filter holds, and so how a point lookup probes it.
     filter_keys: FilterKeys,
-    /// The reader's prefix extractor when the filter holds its prefixes
-    /// (the table was written with an extractor of the same name).
+    /// The reader's prefix extractor when the table was written with one
+    /// of the same name: its filter (if any) holds that extractor's
+    /// prefixes and its index entries its single-prefix properties.
     prefix_filter: Option<Arc<SliceTransform>>,
     props: TableProperties,
     /// The block cache and this reader's key space in it.
@@ -308,6 +310,28 @@ impl TableReader {
             Ok(f) => f.is_none_or(|f| f.may_contain_hash(filter_hash(prefix))),
             Err(_) => true,
         }
+    }
+
+    /// The filters of a read, resolved against this table's collectors.
+    pub(crate) fn resolve_filters(
+        &self,
+        filters: &[Arc<dyn BlockPropertyFilter>],
+    ) -> ResolvedFilters {
+        if filters.is_empty() {
+            return ResolvedFilters::default();
+        }
+        ResolvedFilters::resolve(
+            filters,
+            &self.props.block_property_collectors,
+            &self.props.block_properties,
+        )
+    }
+
+    /// The prefix every key of the data block of `index_value` shares, when
+    /// the table recorded it for the reader's extractor.
+    pub(crate) fn block_single_prefix<'v>(&self, index_value: &IndexValue<'v>) -> Option<&'v [u8]> {
+        self.prefix_filter.as_ref()?;
+        index_value.property(SINGLE_PREFIX_TAG)
     }
 
     /// Hints the CPU to load the filter line for `hash`.

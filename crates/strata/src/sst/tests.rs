@@ -994,3 +994,130 @@ fn prefix_filters_hold_every_prefix() {
         }
     }
 }
+
+/// With a prefix extractor, every index entry whose block holds keys of
+/// one prefix records that prefix; a reader with the same extractor
+/// passes such blocks of the current prefix without reading them, even
+/// for an extractor whose runs are not intervals (no separator search).
+#[test]
+fn single_prefix_blocks_are_recorded_and_passed_unread() {
+    use crate::iter::PrefixRun;
+    use crate::key::{extract_user_key, SliceTransform};
+    fn first_two(k: &[u8]) -> &[u8] {
+        &k[..2]
+    }
+    fn at_least_two(k: &[u8]) -> bool {
+        k.len() >= 2
+    }
+    let t = Arc::new(SliceTransform::create(
+        "first-two",
+        first_two,
+        Some(at_least_two),
+    ));
+    let cmp: Arc<dyn Comparator> = Arc::new(crate::key::BytewiseComparator);
+    // Rows "aa".."ee", one of them with 2,000 versions, and a few short keys.
+    let mut users = std::collections::BTreeSet::new();
+    for a in b'a'..=b'e' {
+        for b in b'a'..=b'e' {
+            let n = if (a, b) == (b'c', b'c') { 2000 } else { 5 };
+            for v in 0..n {
+                users.insert(vec![a, b, b'-', (v / 256) as u8, (v % 256) as u8]);
+            }
+        }
+        users.insert(vec![a]);
+    }
+    let entries: Entries = users
+        .into_iter()
+        .map(|u| (ikey(&u, 7, ValueKind::Value), b"value".to_vec()))
+        .collect();
+    let opts = TableOptions {
+        block_size: 256,
+        prefix_extractor: Some(t.clone()),
+        ..TableOptions::default()
+    };
+    let (bytes, _) = write_table(&entries, &opts);
+    let fs = MemFileSystem::new();
+    let path = Path::new("/t/000001.sst");
+    fs.create_dir_all(Path::new("/t")).unwrap();
+    crate::env::write_file_atomic(&fs, path, &bytes).unwrap();
+    let open = |cache| {
+        Arc::new(
+            TableReader::open_placed(
+                fs.open_random_access(path).unwrap(),
+                "000001.sst",
+                cmp.clone(),
+                cache,
+                MetaPlacement::Reader,
+                Some(t.clone()),
+            )
+            .unwrap(),
+        )
+    };
+
+    // Each recorded prefix is the one every key of its block has.
+    let table = open(None);
+    let mut index = table.index_iter().unwrap();
+    index.seek_to_first();
+    let (mut single, mut blocks) = (0, 0);
+    while index.valid() {
+        let v = super::index::IndexValue::decode(index.value()).unwrap();
+        let block = table.read_data_block(v.handle, false).unwrap();
+        let mut it = table.data_block_iter(block);
+        it.seek_to_first();
+        let mut prefixes = std::collections::BTreeSet::new();
+        while it.valid() {
+            prefixes.insert(t.prefix(extract_user_key(it.key())).map(<[u8]>::to_vec));
+            it.next();
+        }
+        let want = match (prefixes.len(), prefixes.first()) {
+            (1, Some(Some(p))) => Some(p.clone()),
+            _ => None,
+        };
+        assert_eq!(table.block_single_prefix(&v).map(<[u8]>::to_vec), want);
+        single += usize::from(want.is_some());
+        blocks += 1;
+        index.next();
+    }
+    assert!(single >= 20, "{single} of {blocks} blocks hold one prefix");
+
+    // Passing row "cc" reads a block or two, not the twenty-odd it fills.
+    let cache = Arc::new(crate::cache::BlockCache::new(64 << 20, Some(0)));
+    let table = open(Some(cache.clone()));
+    let first = entries
+        .iter()
+        .position(|(k, _)| extract_user_key(k).starts_with(b"cc"))
+        .unwrap();
+    let after = entries
+        .iter()
+        .rposition(|(k, _)| extract_user_key(k).starts_with(b"cc"))
+        .unwrap()
+        + 1;
+    let mut it = table.iter();
+    it.seek(&entries[first].0);
+    let run = PrefixRun::new(&t, b"cc", true, cmp.builtin_order());
+    assert!(!run.is_interval());
+    it.skip_run_forward(&run);
+    assert_eq!(it.key(), &entries[after].0[..]);
+    assert!(cache.len() <= 3, "forward: {} blocks read", cache.len());
+    // And back: from the row's last entry to the entry before it.
+    let cache = Arc::new(crate::cache::BlockCache::new(64 << 20, Some(0)));
+    let table = open(Some(cache.clone()));
+    let mut it = table.iter();
+    it.seek(&entries[after - 1].0);
+    it.skip_run_backward(&run);
+    assert_eq!(it.key(), &entries[first - 1].0[..]);
+    assert!(cache.len() <= 3, "backward: {} blocks read", cache.len());
+    // A reader with another extractor reads the prefixes as unknown.
+    let other = TableReader::open(
+        fs.open_random_access(path).unwrap(),
+        "000001.sst",
+        cmp.clone(),
+    )
+    .unwrap();
+    let mut index = other.index_iter().unwrap();
+    index.seek_to_first();
+    assert_eq!(
+        other.block_single_prefix(&super::index::IndexValue::decode(index.value()).unwrap()),
+        None
+    );
+}
