@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # compare.sh WORKLOAD [SCALE]
 #
-# Runs standard workload W1, W2, W3, W4 or W6 of ../shared/bench/WORKLOADS.md with
+# Runs standard workload W1, W2, W3, W4, W5 or W6 of ../shared/bench/WORKLOADS.md with
 # `strata-bench --engine=rocksdb` and `strata-bench --engine=strata`, the same
 # flags for both, alternating the engines step by step (the first engine of a
 # step alternates too), and prints a table: workload, step, benchmark,
@@ -46,8 +46,14 @@
 #   W3_BATCHES, W3_STRIDES, W3_BATCHED
 #                 W3's grid (defaults "1 2 4 8 16 32", "0 16 256 4096", "0 1")
 #
-# W5 (NextPrefix) is not a db_bench benchmark of this tool yet; see
-# ../shared/bench/build_w5_rocksdb.sh.
+#   W5_V          W5's versions per row (default "1 10 100 1000 10000")
+#   W5_REPS       timed scans per method after one warm-up (default 3)
+#   PEBBLE_BENCH  the Pebble W5 program (go build in ../shared/bench/pebble);
+#                 when set, W5 runs it as the Pebble column
+#
+# W5 prints its own table: milliseconds per whole scan (median of W5_REPS),
+# for RocksDB (next, seek_successor), Strata (next, next_prefix,
+# prev_prefix, seek_successor) and Pebble (next, nextprefix, seekge).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -63,9 +69,8 @@ W=$(tr '[:lower:]' '[:upper:]' <<<"$1")
 SCALE=${2:-1}
 [[ $SCALE =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] || die "scale must be a positive number, got '$SCALE'"
 case $W in
-    W1 | W2 | W3 | W4 | W6) ;;
-    W5) die "W5 is not a db_bench workload (see ../shared/bench/build_w5_rocksdb.sh)" ;;
-    *) die "unknown workload '$1': expected W1, W2, W3, W4 or W6" ;;
+    W1 | W2 | W3 | W4 | W5 | W6) ;;
+    *) die "unknown workload '$1': expected W1, W2, W3, W4, W5 or W6" ;;
 esac
 
 NATIVE_TARGET=$ROOT/target/native
@@ -274,6 +279,75 @@ w4() {
     done
 }
 
+# W5: per V, each engine fills a fresh database (rows in order, WAL off),
+# flushes and compacts it to the bottom, then scans it with each of its
+# methods: one warm-up scan and W5_REPS timed ones. Prints ms per scan.
+W5_ROWS=() # "V|engine|method|median ms|all ms"
+w5() {
+    local N V e m reps=${W5_REPS:-3} benches i
+    N=$(scaled 10000000)
+    benches=mvccscan
+    for ((i = 0; i < reps; i++)); do benches+=",mvccscan"; done
+    for V in ${W5_V:-1 10 100 1000 10000}; do
+        local common=(--num="$N" --versions_per_key="$V" --key_size=16 --value_size=10
+            --compression_type=none --cache_size=1073741824 --write_buffer_size=67108864 --seed=1)
+        for e in rocksdb strata; do
+            local db="$WORK/w5-v$V-$e" methods=(next seek_successor)
+            [[ $e == strata ]] && methods=(next next_prefix prev_prefix seek_successor)
+            run "$e" "w5-v$V-fill" --db="$db" --benchmarks=fillmvcc,flush,compact \
+                --batch_size=1000 --disable_wal=1 "${common[@]}"
+            for m in "${methods[@]}"; do
+                run "$e" "w5-v$V-$m" --db="$db" --use_existing_db=1 --benchmarks="$benches" \
+                    --scan_method="$m" "${common[@]}"
+                local ms
+                ms=$(sed -n -E 's/^mvccscan .*\(scan ([0-9.]+) ms.*/\1/p' "$LOG_DIR/w5-v$V-$m-$e$RUN_SUFFIX.out" | tail -n +2 | tr '\n' ' ')
+                W5_ROWS+=("$V|$e|$m|$(tr ' ' '\n' <<<"$ms" | grep . | sort -g | awk '{ a[NR] = $1 } END { print NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')|$ms")
+                echo "   V=$V $e $m: $ms ms"
+            done
+            EXTRA+=("W5 V=$V: database size $e $(dbsize "$db") B")
+            rm -rf -- "$db"
+        done
+        if [[ -n ${PEBBLE_BENCH:-} ]]; then
+            local out="$LOG_DIR/w5-v$V-pebble$RUN_SUFFIX.out"
+            "$PEBBLE_BENCH" -w w5 -dir "$WORK/pebble-w5" -cache_mib 1024 -versions "$V" -scale "$SCALE" -reps "$reps" >"$out" 2>&1 ||
+                { tail -n 5 "$out" >&2; die "Pebble W5 failed"; }
+            rm -rf -- "$WORK/pebble-w5"
+            for m in next nextprefix seekge; do
+                local line
+                line=$(grep -E "^ +scan $m +V=$V " "$out" | head -n1)
+                W5_ROWS+=("$V|pebble|$m|$(sed -n -E 's/.*median ([0-9.]+)\).*/\1/p' <<<"$line")|$(sed -n -E 's/.*ms: ([0-9. ]+) +\(min.*/\1/p' <<<"$line")")
+                echo "   V=$V pebble $m: $line"
+            done
+        fi
+    done
+}
+
+w5_table() {
+    echo
+    echo "== W5 scale=$SCALE: ms per whole scan, median of ${W5_REPS:-3} (after one warm-up scan)"
+    printf '%s\n' "${W5_ROWS[@]}" | awk -F'|' '
+    { ms[$1, $2, $3] = $4; if (!($1 in seen)) { seen[$1] = 1; vs[++n] = $1 } }
+    function f(x) { return x == "" ? "-" : sprintf("%.1f", x) }
+    function r(a, b) { return (a == "" || b == "" || b == 0) ? "-" : sprintf("%.2f", a / b) }
+    END {
+        printf "%6s | %9s %9s | %9s %9s %9s %9s | %9s %9s %9s | %9s %9s %9s %9s\n", "V",
+            "rdb:next", "rdb:seek", "st:next", "st:nextp", "st:prevp", "st:seek",
+            "pb:next", "pb:nextp", "pb:seek", "np/next", "pp/np", "np/pb:np", "np/rdb:sk"
+        for (i = 1; i <= n; i++) {
+            v = vs[i]
+            printf "%6s | %9s %9s | %9s %9s %9s %9s | %9s %9s %9s | %9s %9s %9s %9s\n", v,
+                f(ms[v, "rocksdb", "next"]), f(ms[v, "rocksdb", "seek_successor"]),
+                f(ms[v, "strata", "next"]), f(ms[v, "strata", "next_prefix"]), f(ms[v, "strata", "prev_prefix"]), f(ms[v, "strata", "seek_successor"]),
+                f(ms[v, "pebble", "next"]), f(ms[v, "pebble", "nextprefix"]), f(ms[v, "pebble", "seekge"]),
+                r(ms[v, "strata", "next_prefix"], ms[v, "strata", "next"]),
+                r(ms[v, "strata", "prev_prefix"], ms[v, "strata", "next_prefix"]),
+                r(ms[v, "strata", "next_prefix"], ms[v, "pebble", "nextprefix"]),
+                r(ms[v, "strata", "next_prefix"], ms[v, "rocksdb", "seek_successor"])
+        }
+    }'
+    for x in "${EXTRA[@]}"; do echo "  $x"; done
+}
+
 w6() {
     local N
     N=$(scaled 5000000)
@@ -289,10 +363,16 @@ T0=$(date +%s)
 for ((RUN = 1; RUN <= RUNS; RUN++)); do
     ((RUNS > 1)) && { RUN_SUFFIX="-run$RUN"; echo "== run $RUN of $RUNS"; }
     case $W in
-        W1) w1 ;; W2) w2 ;; W3) w3 ;; W4) w4 ;; W6) w6 ;;
+        W1) w1 ;; W2) w2 ;; W3) w3 ;; W4) w4 ;; W5) w5 ;; W6) w6 ;;
     esac
     rm -rf -- "${WORK:?}"/* "${DISK_WORK:?}"/*
 done
+
+if [[ $W == W5 ]]; then
+    w5_table
+    echo "== W5 done in $(($(date +%s) - T0)) s (load $(load)); full outputs and command lines in $LOG_DIR"
+    exit 0
+fi
 
 # The table: per step and benchmark, each engine's median micros/op over the
 # runs, Strata / RocksDB of the medians, and with RUNS > 1 the range of the
