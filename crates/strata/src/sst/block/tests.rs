@@ -227,6 +227,41 @@ fn exercise(bytes: Vec<u8>, targets: &[Vec<u8>]) {
         if let Err(e) = it.status() {
             assert!(e.is_corruption());
         }
+        // Prefix skips from wherever a seek lands, every kind of run.
+        let extractors = [
+            crate::key::SliceTransform::create_fixed_prefix(1),
+            crate::key::SliceTransform::create_fixed_prefix(3),
+            crate::key::SliceTransform::create_noop(),
+        ];
+        for x in &extractors {
+            for backward in [false, true] {
+                let mut it = block.iter(cmp());
+                it.seek(t);
+                if !it.valid() {
+                    continue;
+                }
+                let user = crate::key::extract_user_key(it.key()).to_vec();
+                let (bytes, in_domain) = crate::iter::PrefixRun::bytes_of(x, &user);
+                let run = crate::iter::PrefixRun::new(
+                    x,
+                    bytes,
+                    in_domain,
+                    Some(crate::key::BuiltinOrder::Bytewise),
+                );
+                if backward {
+                    it.skip_run_backward(&run);
+                } else {
+                    it.skip_run_forward(&run);
+                }
+                if it.valid() {
+                    let _ = (it.key(), it.value());
+                    it.prev();
+                }
+                if let Err(e) = it.status() {
+                    assert!(e.is_corruption());
+                }
+            }
+        }
         let mut it = block.iter(cmp());
         it.seek_for_get(t, user_key_hash(crate::key::extract_user_key(t)));
         if it.valid() {
