@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # compare.sh WORKLOAD [SCALE]
 #
-# Runs standard workload W1, W2, W3, W4, W5 or W6 of ../shared/bench/WORKLOADS.md with
+# Runs standard workload W1, W2, W3, W4, W5 or W6 of docs/workloads.md with
 # `strata-bench --engine=rocksdb` and `strata-bench --engine=strata`, the same
 # flags for both, alternating the engines step by step (the first engine of a
 # step alternates too), and prints a table: workload, step, benchmark,

@@ -15,10 +15,10 @@
 //! their length matters here. Blocks are cut as the table builder cuts
 //! them (once the size estimate reaches the block size).
 
-use strata::key::{InternalKey, ValueKind};
-use strata::sst::block::hash_index::{BUCKET_COLLISION, BUCKET_EMPTY};
-use strata::sst::block::{Block, BlockBuilder};
-use strata::sst::filter::filter_hash;
+use strata_kv::key::{InternalKey, ValueKind};
+use strata_kv::sst::block::hash_index::{BUCKET_COLLISION, BUCKET_EMPTY};
+use strata_kv::sst::block::{Block, BlockBuilder};
+use strata_kv::sst::filter::filter_hash;
 
 type BoxError = Box<dyn std::error::Error>;
 

@@ -19,7 +19,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use strata::{BlockBasedOptions, Cache, Options, DB};
+use strata_kv::{BlockBasedOptions, Cache, Options, DB};
 
 type BoxError = Box<dyn std::error::Error>;
 

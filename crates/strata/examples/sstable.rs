@@ -22,12 +22,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use strata::cache::BlockCache;
-use strata::env::{FileSystem, PosixFileSystem};
-use strata::iter::InternalIterator;
-use strata::key::{BytewiseComparator, InternalKey, ValueKind, MAX_SEQUENCE_NUMBER};
-use strata::sst::filter::filter_hash;
-use strata::sst::{DataBlockIndexType, TableBuilder, TableOptions, TableReader};
+use strata_kv::cache::BlockCache;
+use strata_kv::env::{FileSystem, PosixFileSystem};
+use strata_kv::iter::InternalIterator;
+use strata_kv::key::{BytewiseComparator, InternalKey, ValueKind, MAX_SEQUENCE_NUMBER};
+use strata_kv::sst::filter::filter_hash;
+use strata_kv::sst::{DataBlockIndexType, TableBuilder, TableOptions, TableReader};
 
 type BoxError = Box<dyn std::error::Error>;
 

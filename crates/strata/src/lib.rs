@@ -33,5 +33,5 @@ pub use sst::{BlockPropertyCollector, BlockPropertyFilter, DataBlockIndexType};
 
 /// The README's example, compiled and run as a doctest.
 #[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
+#[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata::env::MemFileSystem;
-use strata::{
+use strata_kv::env::MemFileSystem;
+use strata_kv::{
     BlockBasedOptions, BlockPropertyCollector, BlockPropertyFilter, Options, ReadOptions, DB,
 };
 

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata::env::MemFileSystem;
-use strata::{BlockBasedOptions, IteratorMode, Options, DB};
+use strata_kv::env::MemFileSystem;
+use strata_kv::{BlockBasedOptions, IteratorMode, Options, DB};
 
 fn tiny(fs: &MemFileSystem, dynamic: bool) -> Options {
     let mut opts = Options::default();

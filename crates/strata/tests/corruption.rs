@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata::env::{read_file_to_vec, FileSystem, MemFileSystem};
-use strata::{
+use strata_kv::env::{read_file_to_vec, FileSystem, MemFileSystem};
+use strata_kv::{
     BlockBasedOptions, DBCompressionType, DBRecoveryMode, Error, IteratorMode, Options, DB,
 };
 
@@ -352,7 +352,7 @@ fn a_truncated_table_is_found_at_open_with_both_sizes() {
     let table = files_ending(&fs, ".sst").pop().expect("a table");
     let bytes = read_file_to_vec(&fs, &table).unwrap();
     let cut = bytes.len() / 2;
-    strata::env::write_file_atomic(&fs, &table, &bytes[..cut]).unwrap();
+    strata_kv::env::write_file_atomic(&fs, &table, &bytes[..cut]).unwrap();
     let e = DB::open(&options(&fs), DB_DIR).unwrap_err();
     assert_corruption_in(&e, &table, "open");
     let msg = e.to_string();

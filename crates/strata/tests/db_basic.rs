@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use strata::env::{FileSystem, MemFileSystem};
-use strata::{
+use strata_kv::env::{FileSystem, MemFileSystem};
+use strata_kv::{
     BlockBasedOptions, Direction, Error, IteratorMode, Options, ReadOptions,
     ReverseBytewiseComparator, WriteBatch, WriteOptions, DB,
 };
@@ -274,7 +274,7 @@ fn bad_input_gets_clear_errors() {
     let err = DB::open(&mem_opts(&fs), "/db").unwrap_err();
     assert!(matches!(err, Error::Busy(_)), "{err}");
     let err = db
-        .put(vec![0u8; strata::limits::KEY_SIZE_BYTES_MAX + 1], b"")
+        .put(vec![0u8; strata_kv::limits::KEY_SIZE_BYTES_MAX + 1], b"")
         .unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
     assert_eq!(db.get(b"kept").unwrap().as_deref(), Some(&b"yes"[..]));
@@ -442,7 +442,7 @@ fn oversized_batch_fails_alone() {
     let db = DB::open(&mem_opts(&fs), "/db").unwrap();
     db.put(b"before", b"1").unwrap();
     let mut batch = WriteBatch::default();
-    let value = vec![7u8; strata::limits::VALUE_SIZE_BYTES_MAX];
+    let value = vec![7u8; strata_kv::limits::VALUE_SIZE_BYTES_MAX];
     for i in 0..5 {
         batch.put(format!("big{i}"), &value);
     }
@@ -530,7 +530,7 @@ fn destroy_refuses_a_directory_that_holds_no_database() {
     let dir = std::path::Path::new("/not-a-db");
     fs.create_dir_all(dir).unwrap();
     for name in ["000007.log", "000008.sst", "notes.txt"] {
-        strata::env::write_file_atomic(&fs, &dir.join(name), b"someone else's").unwrap();
+        strata_kv::env::write_file_atomic(&fs, &dir.join(name), b"someone else's").unwrap();
     }
     let before = fs.list(dir).unwrap();
     let e = DB::destroy(&opts, dir).unwrap_err();
@@ -553,7 +553,7 @@ fn destroy_refuses_a_directory_that_holds_no_database() {
     let crashed = std::path::Path::new("/crashed");
     fs.create_dir_all(crashed).unwrap();
     for name in ["LOCK", "MANIFEST-000001"] {
-        strata::env::write_file_atomic(&fs, &crashed.join(name), b"").unwrap();
+        strata_kv::env::write_file_atomic(&fs, &crashed.join(name), b"").unwrap();
     }
     DB::destroy(&opts, crashed).unwrap();
     assert!(!fs.exists(&crashed.join("MANIFEST-000001")));

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strata::{BlockBasedOptions, Options, WriteBatch, WriteOptions, DB};
+use strata_kv::{BlockBasedOptions, Options, WriteBatch, WriteOptions, DB};
 
 struct TempDir(PathBuf);
 
@@ -152,7 +152,7 @@ fn four_writers_two_readers() {
                 String::from_utf8_lossy(k)
             );
         }
-        let n = db.iterator(strata::IteratorMode::Start).count();
+        let n = db.iterator(strata_kv::IteratorMode::Start).count();
         assert_eq!(n, expected.len());
     };
     check(&db);

@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata::env::{FileSystem, MemFileSystem};
-use strata::sst::TableReader;
-use strata::{BlockBasedOptions, BytewiseComparator, DataBlockIndexType, Options, DB};
+use strata_kv::env::{FileSystem, MemFileSystem};
+use strata_kv::sst::TableReader;
+use strata_kv::{BlockBasedOptions, BytewiseComparator, DataBlockIndexType, Options, DB};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 

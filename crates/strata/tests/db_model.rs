@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata::env::{FaultInjectionFileSystem, FaultRule, FileOp, MemFileSystem};
-use strata::{BlockBasedOptions, Options, ReadOptions, WriteBatch, DB};
+use strata_kv::env::{FaultInjectionFileSystem, FaultRule, FileOp, MemFileSystem};
+use strata_kv::{BlockBasedOptions, Options, ReadOptions, WriteBatch, DB};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -46,7 +46,7 @@ fn options(fs: &FaultInjectionFileSystem, rng: &mut StdRng) -> Options {
     if rng.gen_bool(0.3) {
         t.set_cache_index_and_filter_blocks(true);
         t.set_pin_l0_filter_and_index_blocks_in_cache(rng.gen_bool(0.5));
-        t.set_block_cache(&strata::Cache::new_lru_cache(rng.gen_range(4..64) << 10));
+        t.set_block_cache(&strata_kv::Cache::new_lru_cache(rng.gen_range(4..64) << 10));
     }
     opts.set_block_based_table_factory(&t);
     let compression = ["none", "snappy", "lz4", "zstd"][rng.gen_range(0..4)];
@@ -90,7 +90,7 @@ fn range_of(
 fn check_iteration(
     db: &DB,
     model: &Model,
-    snapshot: Option<&strata::Snapshot<'_>>,
+    snapshot: Option<&strata_kv::Snapshot<'_>>,
     rng: &mut StdRng,
 ) {
     let mut ro = ReadOptions::default();
@@ -151,7 +151,7 @@ fn check_iteration(
 /// pinned, through the database or a snapshot, against the model.
 fn check_multi_get(
     db: &DB,
-    snapshot: Option<&strata::Snapshot<'_>>,
+    snapshot: Option<&strata_kv::Snapshot<'_>>,
     model: &Model,
     rng: &mut StdRng,
     what: &str,
@@ -166,7 +166,7 @@ fn check_multi_get(
     if sorted {
         keys.sort();
     }
-    let pinned = |r: Vec<strata::Result<Option<strata::DBPinnableSlice>>>| {
+    let pinned = |r: Vec<strata_kv::Result<Option<strata_kv::DBPinnableSlice>>>| {
         r.into_iter()
             .map(|r| r.map(|v| v.map(|v| v.to_vec())))
             .collect::<Vec<_>>()
@@ -239,7 +239,7 @@ fn run_seed(seed: u64, ops: u64) {
         let opts = options(&fs, &mut rng);
         let db = DB::open(&opts, "/db").unwrap_or_else(|e| panic!("seed {seed}: open: {e}"));
         check_idle_files(&db, &fs, &format!("seed {seed} op {done}: after open"));
-        let mut snapshots: Vec<(strata::Snapshot<'_>, Model)> = Vec::new();
+        let mut snapshots: Vec<(strata_kv::Snapshot<'_>, Model)> = Vec::new();
         loop {
             done += 1;
             if done >= ops {
@@ -326,7 +326,7 @@ fn run_seed(seed: u64, ops: u64) {
     let opts = options(&fs, &mut rng);
     let db = DB::open(&opts, "/db").unwrap();
     let all: Vec<(Vec<u8>, Vec<u8>)> = db
-        .iterator(strata::IteratorMode::Start)
+        .iterator(strata_kv::IteratorMode::Start)
         .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
         .collect();
     assert!(

@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use strata::env::{FaultInjectionFileSystem, FaultRule, FileOp, FileSystem, MemFileSystem};
-use strata::{IteratorMode, Options, WriteBatch, DB};
+use strata_kv::env::{FaultInjectionFileSystem, FaultRule, FileOp, FileSystem, MemFileSystem};
+use strata_kv::{IteratorMode, Options, WriteBatch, DB};
 
 fn opts_for(fs: Arc<dyn FileSystem>) -> Options {
     let mut opts = Options::default();

@@ -9,8 +9,8 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use strata::env::{FaultInjectionFileSystem, FaultRule, FileOp, MemFileSystem};
-use strata::{Error, IteratorMode, Options, WriteOptions, DB};
+use strata_kv::env::{FaultInjectionFileSystem, FaultRule, FileOp, MemFileSystem};
+use strata_kv::{Error, IteratorMode, Options, WriteOptions, DB};
 
 const DB_DIR: &str = "/db";
 
@@ -246,7 +246,7 @@ fn manifest_switch_errors_at_open() {
 #[test]
 fn read_errors_are_reported_not_returned_as_data() {
     let (fs, mut opts) = setup();
-    let mut table = strata::BlockBasedOptions::default();
+    let mut table = strata_kv::BlockBasedOptions::default();
     table.disable_cache();
     opts.set_block_based_table_factory(&table);
     let db = DB::open(&opts, DB_DIR).unwrap();

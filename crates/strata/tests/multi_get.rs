@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata::env::{FaultInjectionFileSystem, FaultRule, FileOp, MemFileSystem};
-use strata::{
+use strata_kv::env::{FaultInjectionFileSystem, FaultRule, FileOp, MemFileSystem};
+use strata_kv::{
     BlockBasedOptions, DataBlockIndexType, Error, Options, ReadOptions, ReverseBytewiseComparator,
     Snapshot, DB,
 };
@@ -20,7 +20,7 @@ use strata::{
 type Answers = Vec<Result<Option<Vec<u8>>, Error>>;
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
-fn options(fs: Arc<dyn strata::env::FileSystem>, config: u32) -> Options {
+fn options(fs: Arc<dyn strata_kv::env::FileSystem>, config: u32) -> Options {
     let mut opts = Options::default();
     opts.create_if_missing(true);
     opts.set_file_system(fs);
@@ -40,7 +40,7 @@ fn options(fs: Arc<dyn strata::env::FileSystem>, config: u32) -> Options {
         // Index and filter in a cache too small to keep them all.
         t.set_cache_index_and_filter_blocks(true);
         t.set_pin_l0_filter_and_index_blocks_in_cache(config.is_multiple_of(2));
-        t.set_block_cache(&strata::Cache::new_lru_cache(16 << 10));
+        t.set_block_cache(&strata_kv::Cache::new_lru_cache(16 << 10));
     }
     opts.set_block_based_table_factory(&t);
     if config % 5 == 4 {
@@ -97,7 +97,7 @@ fn build<'a>(db: &'a DB, rng: &mut StdRng) -> (Model, Snapshot<'a>, Model) {
     (model, snapshot, at_snapshot)
 }
 
-fn copied(r: Vec<Result<Option<strata::DBPinnableSlice>, Error>>) -> Answers {
+fn copied(r: Vec<Result<Option<strata_kv::DBPinnableSlice>, Error>>) -> Answers {
     r.into_iter()
         .map(|r| r.map(|v| v.map(|v| v.to_vec())))
         .collect()
@@ -117,7 +117,7 @@ fn assert_same(got: &Answers, want: &[Option<Vec<u8>>], what: &str) {
 fn multi_get_equals_a_loop_of_gets() {
     for config in 0..10u32 {
         let mut rng = StdRng::seed_from_u64(u64::from(config) * 7919);
-        let fs: Arc<dyn strata::env::FileSystem> = Arc::new(MemFileSystem::new());
+        let fs: Arc<dyn strata_kv::env::FileSystem> = Arc::new(MemFileSystem::new());
         let opts = options(fs, config);
         let db = DB::open(&opts, "/db").unwrap();
         let (model, snapshot, at_snapshot) = build(&db, &mut rng);

@@ -20,10 +20,10 @@ use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata::env::{
+use strata_kv::env::{
     CrashMode, FaultInjectionFileSystem, FaultRule, FileOp, FileSystem, MemFileSystem,
 };
-use strata::{DBCompressionType, IteratorMode, Options, WriteBatch, WriteOptions, DB};
+use strata_kv::{DBCompressionType, IteratorMode, Options, WriteBatch, WriteOptions, DB};
 
 const KEYS: u32 = 300;
 const DB_DIR: &str = "/db";

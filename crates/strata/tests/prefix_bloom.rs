@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata::env::MemFileSystem;
-use strata::{BlockBasedOptions, Options, ReadOptions, SliceTransform, DB};
+use strata_kv::env::MemFileSystem;
+use strata_kv::{BlockBasedOptions, Options, ReadOptions, SliceTransform, DB};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 

@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata::env::MemFileSystem;
-use strata::{
+use strata_kv::env::MemFileSystem;
+use strata_kv::{
     BlockBasedOptions, Error, Options, ReadOptions, ReverseBytewiseComparator, SliceTransform, DB,
 };
 
@@ -145,7 +145,8 @@ fn check_walks(
             ro.set_iterate_upper_bound(u.clone());
         }
         let mut it = db.raw_iterator_opt(ro);
-        let at = |it: &strata::DBRawIterator<'_>| it.item().map(|(k, v)| (k.to_vec(), v.to_vec()));
+        let at =
+            |it: &strata_kv::DBRawIterator<'_>| it.item().map(|(k, v)| (k.to_vec(), v.to_vec()));
 
         // A whole scan of the newest version of each row, both ways.
         let firsts: Vec<usize> = (0..want.len())

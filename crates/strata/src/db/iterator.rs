@@ -117,7 +117,7 @@ impl<'a> DBRawIterator<'a> {
     /// (see [`SliceTransform`](crate::SliceTransform)).
     ///
     /// ```
-    /// use strata::{Options, SliceTransform, DB};
+    /// use strata_kv::{Options, SliceTransform, DB};
     ///
     /// # let dir = std::env::temp_dir().join(format!("strata-doc-np-{}", std::process::id()));
     /// let mut opts = Options::default();

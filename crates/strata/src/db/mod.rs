@@ -167,14 +167,14 @@ impl DB {
     ///
     /// ```
     /// # let dir = std::env::temp_dir().join(format!("strata-doc-mg-{}", std::process::id()));
-    /// let db = strata::DB::open_default(&dir)?;
+    /// let db = strata_kv::DB::open_default(&dir)?;
     /// db.put(b"a", b"1")?;
     /// db.put(b"c", b"3")?;
     /// let values = db.multi_get([&b"c"[..], b"b", b"a"]);
     /// let values: Vec<Option<Vec<u8>>> = values.into_iter().collect::<Result<_, _>>()?;
     /// assert_eq!(values, vec![Some(b"3".to_vec()), None, Some(b"1".to_vec())]);
-    /// # drop(db); strata::DB::destroy(&strata::Options::default(), &dir)?;
-    /// # Ok::<(), strata::Error>(())
+    /// # drop(db); strata_kv::DB::destroy(&strata_kv::Options::default(), &dir)?;
+    /// # Ok::<(), strata_kv::Error>(())
     /// ```
     pub fn multi_get<K: AsRef<[u8]>, I: IntoIterator<Item = K>>(
         &self,

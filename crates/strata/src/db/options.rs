@@ -361,7 +361,7 @@ impl Options {
     /// Adds a collector of per-block properties: `make` builds one for
     /// every table written (by flushes and compactions). Its properties are
     /// stored in the table's index entries and read by the
-    /// [`BlockPropertyFilter`](crate::BlockPropertyFilter)s of the same
+    /// [`BlockPropertyFilter`]s of the same
     /// name set on `ReadOptions`. Pebble's block property collectors; at
     /// most 64 per database.
     pub fn add_block_property_collector<F>(&mut self, make: F)

@@ -2,14 +2,14 @@
 //! prefix steps (`DBRawIterator::next_prefix`, `prev_prefix`) skip.
 //!
 //! Every iterator can skip a run by stepping and testing each key
-//! ([`PrefixRun::covers`]); the block, table and level iterators skip
+//! (`PrefixRun::covers`); the block, table and level iterators skip
 //! faster when the run is an *interval* of the key order
-//! ([`PrefixRun::is_interval`]): then a covered restart key, index
+//! (`PrefixRun::is_interval`): then a covered restart key, index
 //! separator or file bound proves that everything between the current
 //! entry and it is covered too, so whole restart intervals, blocks and
 //! files are passed by binary search, and inside a block an entry that
 //! shares the run's leading bytes with its predecessor is known covered
-//! without rebuilding its key ([`PrefixRun::covered_by_shared`]).
+//! without rebuilding its key (`PrefixRun::covered_by_shared`).
 
 use crate::key::{extract_user_key, BuiltinOrder, SliceTransform, TRAILER_BYTES};
 

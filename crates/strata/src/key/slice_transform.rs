@@ -35,7 +35,7 @@ enum Kind {
 /// `Options::set_prefix_extractor`.
 ///
 /// ```
-/// use strata::SliceTransform;
+/// use strata_kv::SliceTransform;
 ///
 /// // Rows of an 8-byte id, each stored in many versions.
 /// let rows = SliceTransform::create_fixed_prefix(8);

@@ -33,7 +33,7 @@ pub const COLLECTORS_MAX: usize = 64;
 /// Pebble's `BlockPropertyCollector`. One instance serves one table file.
 ///
 /// ```
-/// use strata::BlockPropertyCollector;
+/// use strata_kv::BlockPropertyCollector;
 ///
 /// /// The smallest and largest 8-byte version suffix of the keys seen.
 /// #[derive(Default)]

@@ -3,8 +3,8 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use strata::env::FileSystem;
-use strata::DB;
+use strata_kv::env::FileSystem;
+use strata_kv::DB;
 
 /// Names of the files in `dir` that end with `suffix`, sorted.
 pub fn files_ending(fs: &dyn FileSystem, dir: &str, suffix: &str) -> Vec<String> {
