@@ -433,48 +433,42 @@ impl BlockIter {
 /// Prefix steps: passing the entries of a [`PrefixRun`] without looking
 /// at each one where the block's layout proves them covered.
 impl BlockIter {
-    /// The last restart point in `lo..num_restarts` whose key `run`
-    /// covers, for a run that is an interval holding an entry before
-    /// restart `lo` (so the covered restart keys come first). `Some(None)`
-    /// when there is none; `None` on corruption (recorded).
-    fn last_covered_restart(&mut self, run: &PrefixRun<'_>, lo: u32) -> Option<Option<u32>> {
-        let (mut left, mut right) = (lo, self.num_restarts);
-        // Invariant: restarts before `left` are covered, from `right` on not.
+    /// The first restart point in `lo..hi` whose key `run` covers unless
+    /// `leading` is (or does not cover if `leading` is): the restart keys
+    /// of a run that is an interval are covered in one stretch, so within
+    /// the range coverage is `leading` up to a point and the opposite from
+    /// it. `None` on corruption (recorded).
+    fn restart_partition(
+        &mut self,
+        run: &PrefixRun<'_>,
+        lo: u32,
+        hi: u32,
+        leading: bool,
+    ) -> Option<u32> {
+        let (mut left, mut right) = (lo, hi);
         while left < right {
             let mid = left + (right - left) / 2;
-            let Some(r) = self.restart_key(mid) else {
-                let at = self.restart_point(mid).unwrap_or(self.restarts_offset);
-                self.corrupt(at, "restart entry is malformed or shares a prefix");
-                return None;
-            };
-            if run.covers(&self.data[r]) {
+            if self.restart_covered(run, mid)? == leading {
                 left = mid + 1;
             } else {
                 right = mid;
-            }
-        }
-        Some(left.checked_sub(1).filter(|&i| i >= lo))
-    }
-
-    /// The first restart point in `0..=hi` whose key `run` covers, for a
-    /// run that is an interval holding an entry of restart interval `hi`
-    /// (so the covered restart keys come last). `None` on corruption.
-    fn first_covered_restart(&mut self, run: &PrefixRun<'_>, hi: u32) -> Option<u32> {
-        let (mut left, mut right) = (0, hi + 1);
-        while left < right {
-            let mid = left + (right - left) / 2;
-            let Some(r) = self.restart_key(mid) else {
-                let at = self.restart_point(mid).unwrap_or(self.restarts_offset);
-                self.corrupt(at, "restart entry is malformed or shares a prefix");
-                return None;
-            };
-            if run.covers(&self.data[r]) {
-                right = mid;
-            } else {
-                left = mid + 1;
             }
         }
         Some(left)
+    }
+
+    /// The last restart point in `lo..num_restarts` whose key `run`
+    /// covers, for a run that is an interval holding an entry before
+    /// restart `lo`. `Some(None)` when there is none.
+    fn last_covered_restart(&mut self, run: &PrefixRun<'_>, lo: u32) -> Option<Option<u32>> {
+        let first_uncovered = self.restart_partition(run, lo, self.num_restarts, true)?;
+        Some(first_uncovered.checked_sub(1).filter(|&i| i >= lo))
+    }
+
+    /// The first restart point in `0..=hi` whose key `run` covers, for a
+    /// run that is an interval holding an entry of restart interval `hi`.
+    fn first_covered_restart(&mut self, run: &PrefixRun<'_>, hi: u32) -> Option<u32> {
+        self.restart_partition(run, 0, hi + 1, false)
     }
 
     /// Re-decodes the entry at `at` from the start of its restart interval,
