@@ -499,3 +499,40 @@ fn huge_multiread_strides_clamp_instead_of_overflowing() {
     ]));
     assert_eq!(ops(result_line(&out, "readrandom")), 40);
 }
+
+/// The output says what could be misread: where the database lives, and
+/// that readrandom after fillrandom finds about 63% of its keys because
+/// random keys repeat (not because data was lost); no rate-limit lines.
+#[test]
+fn output_explains_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("--db={}", dir.path().join("db").display());
+    let out = run(&args(&[
+        "--benchmarks=fillrandom,readrandom",
+        "--num=2000",
+        "--seed=5",
+        &db,
+    ]));
+    assert!(out.lines().any(|l| l.starts_with("Storage:    ")), "{out}");
+    assert!(
+        !out.contains("Write rate") && !out.contains("Read rate"),
+        "{out}"
+    );
+    let note = out
+        .lines()
+        .find(|l| l.starts_with("  note: readrandom"))
+        .unwrap_or_else(|| panic!("no note in:\n{out}"));
+    assert!(note.contains("about 63% of the key space exists"), "{note}");
+    let out = run(&args(&[
+        "--benchmarks=fillseq,readrandom",
+        "--num=2000",
+        "--seed=5",
+        &db,
+    ]));
+    assert!(!out.contains("note:"), "{out}");
+    let mut sink = Vec::new();
+    let e = strata_bench::run(&args(&["--key_size=0", &db]), &mut sink)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--key_size must be positive"), "{e}");
+}

@@ -122,6 +122,9 @@ pub struct Runner<'o> {
     db_path: PathBuf,
     engine: Option<Box<dyn Engine>>,
     out: &'o mut dyn Write,
+    /// (writes, key space) of the fillrandom that made the database, if
+    /// that is how it was filled in this run.
+    random_fill: Option<(u64, u64)>,
 }
 
 impl std::fmt::Debug for Runner<'_> {
@@ -159,10 +162,12 @@ fn check_flags(f: &Flags) -> Result<()> {
             f.batch_size
         ));
     }
-    if f.value_size < 0 || f.key_size <= 0 || f.prefix_size < 0 || f.keys_per_prefix < 0 {
+    if f.key_size <= 0 {
+        return bad(format!("--key_size must be positive, got {}", f.key_size));
+    }
+    if f.value_size < 0 || f.prefix_size < 0 || f.keys_per_prefix < 0 {
         return bad(
-            "--key_size, --value_size, --prefix_size and --keys_per_prefix must not be negative"
-                .into(),
+            "--value_size, --prefix_size and --keys_per_prefix must not be negative".into(),
         );
     }
     if !(0.0..=1.0).contains(&f.compression_ratio) || f.compression_ratio.is_nan() {
@@ -222,6 +227,7 @@ impl<'o> Runner<'o> {
             engine: None,
             flags,
             out,
+            random_fill: None,
         })
     }
 
@@ -311,14 +317,15 @@ impl<'o> Runner<'o> {
             "FileSize:   {:.1} MB (estimated)",
             (key_size + value_size * f.compression_ratio) * num / 1_048_576.0
         )?;
-        writeln!(out, "Write rate: 0 bytes/second")?;
-        writeln!(out, "Read rate: 0 ops/second")?;
+        // db_bench prints its rate limits here even when unset (0); the tool
+        // has no rate limits, and a "0 bytes/second" reads as a measurement.
         writeln!(
             out,
             "Compression: {}",
             self.config.compression.header_name()
         )?;
         writeln!(out, "Engine:     {}", self.engine_name)?;
+        writeln!(out, "Storage:    {}", storage_of(&self.db_path))?;
         if self.config.cache_size == 0 {
             writeln!(out, "Block cache: none")?;
         } else if self.engine_name == "strata" {
@@ -491,6 +498,26 @@ impl<'o> Runner<'o> {
         writeln!(self.out, "DB path: [{}]", self.db_path.display())?;
         let stats = self.run_benchmark(name, method, threads, &p)?;
         self.out.write_all(stats.report(name).as_bytes())?;
+        match method {
+            Method::Write(WriteOrder::Random) if fresh_db => {
+                self.random_fill = Some((p.writes.max(1) * threads as u64, p.num));
+            }
+            Method::Write(_) if fresh_db => self.random_fill = None,
+            Method::ReadRandom | Method::MultiReadRandom => {
+                if let Some((writes, keys)) = self.random_fill {
+                    // The "(found of read)" count after fillrandom is not
+                    // data loss: random keys repeat.
+                    let exist = 1.0 - (-(writes as f64) / keys as f64).exp();
+                    writeln!(
+                        self.out,
+                        "  note: {name} reads keys that {} random writes chose from {keys}; they repeat, so about {:.0}% of the key space exists",
+                        writes,
+                        exist * 100.0
+                    )?;
+                }
+            }
+            _ => {}
+        }
         self.out.flush()?;
         Ok(())
     }
@@ -741,6 +768,40 @@ fn build_warnings() -> Vec<&'static str> {
 }
 
 /// db_bench's `PrintEnvironment` (stderr).
+/// The kind of file system `path` (or its nearest existing ancestor) is
+/// on, from `/proc/mounts`: `tmpfs (memory)` or the disk's file system.
+fn storage_of(path: &Path) -> String {
+    let mut at = path.to_path_buf();
+    let canonical = loop {
+        if let Ok(c) = at.canonicalize() {
+            break c;
+        }
+        if !at.pop() {
+            return "unknown".into();
+        }
+    };
+    let Ok(mounts) = std::fs::read_to_string("/proc/mounts") else {
+        return "unknown".into();
+    };
+    let best = mounts
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (_dev, point, kind) = (f.next()?, f.next()?, f.next()?);
+            canonical
+                .starts_with(point)
+                .then(|| (point.len(), point.to_string(), kind.to_string()))
+        })
+        .max_by_key(|(len, _, _)| *len);
+    match best {
+        Some((_, point, kind)) if kind == "tmpfs" || kind == "ramfs" => {
+            format!("{kind} at {point} (memory: reads never wait for a disk)")
+        }
+        Some((_, point, kind)) => format!("{kind} at {point}"),
+        None => "unknown".into(),
+    }
+}
+
 fn print_environment(engine_name: &str) {
     eprintln!("{}", engine::version_line(engine_name));
     eprintln!(
