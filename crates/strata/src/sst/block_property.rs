@@ -23,6 +23,16 @@ use std::sync::Arc;
 /// The index-entry tag of the single-prefix property.
 pub const SINGLE_PREFIX_TAG: u32 = 1;
 
+/// The index-entry tag that marks a block in which every prefix change is
+/// a restart point (empty bytes): a prefix step then finds the next prefix
+/// by testing restart keys only.
+pub const PREFIX_RESTARTS_TAG: u32 = 2;
+
+/// Average entries per prefix in a block from which the next block of the
+/// table restarts at every prefix change: shorter rows would lose too much
+/// prefix compression (a restart stores a whole key and 4 more bytes).
+pub const PREFIX_RESTARTS_MIN_RUN: usize = 4;
+
 /// The index-entry tag of the table's first user collector.
 pub const USER_TAG_BASE: u32 = 16;
 
@@ -98,6 +108,13 @@ pub(crate) struct BlockPropertiesBuilder {
     /// Whether to track single prefixes (the table has an extractor).
     track_prefix: bool,
     block_prefix: PrefixState,
+    /// The current block restarts at every prefix change.
+    prefix_restarts: bool,
+    /// Entries and prefix runs of the current block, and the last entry's
+    /// run (its prefix, or its whole key outside the domain).
+    block_entries: usize,
+    block_runs: usize,
+    last_run: Option<(Vec<u8>, bool)>,
 }
 
 impl fmt::Debug for BlockPropertiesBuilder {
@@ -126,6 +143,10 @@ impl BlockPropertiesBuilder {
             collectors: factories.iter().map(|f| f()).collect(),
             track_prefix,
             block_prefix: PrefixState::Empty,
+            prefix_restarts: false,
+            block_entries: 0,
+            block_runs: 0,
+            last_run: None,
         }
     }
 
@@ -143,10 +164,32 @@ impl BlockPropertiesBuilder {
     }
 
     /// An entry of the current block; `prefix` is its key's prefix (`None`
-    /// outside the extractor's domain).
-    pub(crate) fn add(&mut self, user_key: &[u8], value: &[u8], prefix: Option<&[u8]>) {
+    /// outside the extractor's domain). True when the entry must start a
+    /// restart interval: the block restarts at prefix changes and this
+    /// entry starts a new prefix.
+    pub(crate) fn add(&mut self, user_key: &[u8], value: &[u8], prefix: Option<&[u8]>) -> bool {
         for c in &mut self.collectors {
             c.add(user_key, value);
+        }
+        let mut restart = false;
+        if self.track_prefix {
+            let (bytes, in_domain) = match prefix {
+                Some(p) => (p, true),
+                None => (user_key, false),
+            };
+            let same = self
+                .last_run
+                .as_ref()
+                .is_some_and(|(b, d)| *d == in_domain && b.as_slice() == bytes);
+            if !same {
+                restart = self.prefix_restarts && self.block_entries > 0;
+                self.block_runs += 1;
+                let last = self.last_run.get_or_insert_with(|| (Vec::new(), in_domain));
+                last.0.clear();
+                last.0.extend_from_slice(bytes);
+                last.1 = in_domain;
+            }
+            self.block_entries += 1;
         }
         if self.track_prefix {
             self.block_prefix = match (
@@ -158,16 +201,27 @@ impl BlockPropertiesBuilder {
                 _ => PrefixState::Mixed,
             };
         }
+        restart
     }
 
     /// The properties of the block just completed, as `(tag, bytes)`.
     pub(crate) fn finish_block(&mut self) -> Vec<(u32, Vec<u8>)> {
-        let mut out = Vec::with_capacity(self.collectors.len() + 1);
+        let mut out = Vec::with_capacity(self.collectors.len() + 2);
         if let PrefixState::Single(p) =
             std::mem::replace(&mut self.block_prefix, PrefixState::Empty)
         {
             out.push((SINGLE_PREFIX_TAG, p));
         }
+        if self.prefix_restarts {
+            out.push((PREFIX_RESTARTS_TAG, Vec::new()));
+        }
+        // Long rows in this block: the next one restarts at each new row.
+        self.prefix_restarts = self.track_prefix
+            && self.block_runs > 0
+            && self.block_entries / self.block_runs >= PREFIX_RESTARTS_MIN_RUN;
+        self.block_entries = 0;
+        self.block_runs = 0;
+        self.last_run = None;
         for (i, c) in self.collectors.iter_mut().enumerate() {
             out.push((USER_TAG_BASE + i as u32, c.finish_data_block()));
         }

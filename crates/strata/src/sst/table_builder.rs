@@ -179,7 +179,9 @@ impl TableBuilder {
             } else {
                 value
             };
-            self.block_props.add(parsed.user_key, v, prefix);
+            if self.block_props.add(parsed.user_key, v, prefix) {
+                self.data_block.start_restart_interval();
+            }
         }
         if let Some(filter) = &mut self.filter {
             if self.props.whole_key_filtering {

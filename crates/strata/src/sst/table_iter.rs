@@ -112,9 +112,14 @@ impl TableIterator {
             self.data_handle = Some(handle);
             return;
         }
+        let prefix_restarts = self.table.block_prefix_restarts(&value);
         match self.table.read_data_block(handle, self.fill_cache) {
             Ok(block) => {
-                self.data = Some(self.table.data_block_iter(block));
+                self.data = Some(
+                    self.table
+                        .data_block_iter(block)
+                        .with_prefix_restarts(prefix_restarts),
+                );
                 self.data_handle = Some(handle);
             }
             Err(e) => self.fail(e),

@@ -20,7 +20,9 @@ use crate::key::{
 use crate::util::coding::Decoder;
 
 use super::block::Block;
-use super::block_property::{BlockPropertyFilter, ResolvedFilters, SINGLE_PREFIX_TAG};
+use super::block_property::{
+    BlockPropertyFilter, ResolvedFilters, PREFIX_RESTARTS_TAG, SINGLE_PREFIX_TAG,
+};
 use super::filter::{filter_hash, BloomFilter};
 use super::format::{read_block, BlockHandle, Footer, FOOTER_BYTES};
 use super::index::IndexValue;
@@ -332,6 +334,12 @@ impl TableReader {
     pub(crate) fn block_single_prefix<'v>(&self, index_value: &IndexValue<'v>) -> Option<&'v [u8]> {
         self.prefix_filter.as_ref()?;
         index_value.property(SINGLE_PREFIX_TAG)
+    }
+
+    /// True when every prefix change in the data block of `index_value` is
+    /// a restart point, recorded for the reader's extractor.
+    pub(crate) fn block_prefix_restarts(&self, index_value: &IndexValue<'_>) -> bool {
+        self.prefix_filter.is_some() && index_value.property(PREFIX_RESTARTS_TAG).is_some()
     }
 
     /// Hints the CPU to load the filter line for `hash`.

@@ -1121,3 +1121,104 @@ fn single_prefix_blocks_are_recorded_and_passed_unread() {
         None
     );
 }
+
+/// Tables written with a prefix extractor restart at every prefix change
+/// in blocks that follow long rows; a reader with the same extractor finds
+/// the next and previous prefix there from restart keys alone, and lands
+/// where stepping does, for every kind of extractor and both orders.
+#[test]
+fn prefix_restart_blocks_land_where_stepping_does() {
+    use crate::iter::PrefixRun;
+    use crate::key::{extract_user_key, SliceTransform};
+    fn first_two(k: &[u8]) -> &[u8] {
+        &k[..2]
+    }
+    fn at_least_two(k: &[u8]) -> bool {
+        k.len() >= 2
+    }
+    let extractors = [
+        SliceTransform::create_fixed_prefix(1),
+        SliceTransform::create_fixed_prefix(2),
+        SliceTransform::create_fixed_prefix(3),
+        SliceTransform::create_noop(),
+        SliceTransform::create("first-two", first_two, Some(at_least_two)),
+    ];
+    let mut rng = StdRng::seed_from_u64(23);
+    let mut flagged_blocks = 0;
+    for round in 0..30 {
+        let cmp: Arc<dyn Comparator> = if round % 3 == 2 {
+            Arc::new(ReverseBytewiseComparator)
+        } else {
+            Arc::new(crate::key::BytewiseComparator)
+        };
+        let t = Arc::new(extractors[round % extractors.len()].clone());
+        let entries = mvcc_entries(&mut rng, &cmp);
+        let opts = TableOptions {
+            comparator: cmp.clone(),
+            block_size: rng.gen_range(128..1024),
+            block_restart_interval: rng.gen_range(2..17),
+            prefix_extractor: Some(t.clone()),
+            ..TableOptions::default()
+        };
+        let (bytes, _) = write_table(&entries, &opts);
+        let fs = MemFileSystem::new();
+        let path = Path::new("/t/000001.sst");
+        fs.create_dir_all(Path::new("/t")).unwrap();
+        crate::env::write_file_atomic(&fs, path, &bytes).unwrap();
+        let table = Arc::new(
+            TableReader::open_placed(
+                fs.open_random_access(path).unwrap(),
+                "000001.sst",
+                cmp.clone(),
+                None,
+                MetaPlacement::Reader,
+                Some(t.clone()),
+            )
+            .unwrap(),
+        );
+        let mut index = table.index_iter().unwrap();
+        index.seek_to_first();
+        while index.valid() {
+            let v = super::index::IndexValue::decode(index.value()).unwrap();
+            flagged_blocks += usize::from(table.block_prefix_restarts(&v));
+            index.next();
+        }
+        let mut it = table.iter();
+        for _ in 0..200 {
+            let i = rng.gen_range(0..entries.len());
+            let user = extract_user_key(&entries[i].0);
+            let (bytes, in_domain) = PrefixRun::bytes_of(&t, user);
+            let run = PrefixRun::new(&t, bytes, in_domain, cmp.builtin_order());
+            let ctx = format!("round {round} {} from {i}", t.name());
+            it.seek(&entries[i].0);
+            it.skip_run_forward(&run);
+            let want = (i..entries.len()).find(|&j| !run.covers(&entries[j].0));
+            assert_eq!(
+                it.valid().then(|| it.key().to_vec()),
+                want.map(|j| entries[j].0.clone()),
+                "{ctx}: forward"
+            );
+            it.seek(&entries[i].0);
+            it.skip_run_backward(&run);
+            let want = (0..=i).rev().find(|&j| !run.covers(&entries[j].0));
+            assert_eq!(
+                it.valid().then(|| it.key().to_vec()),
+                want.map(|j| entries[j].0.clone()),
+                "{ctx}: backward"
+            );
+            if let Some(j) = want {
+                it.next();
+                assert_eq!(
+                    it.key(),
+                    &entries[j + 1].0[..],
+                    "{ctx}: next after backward"
+                );
+            }
+            it.status().unwrap();
+        }
+    }
+    assert!(
+        flagged_blocks > 50,
+        "{flagged_blocks} blocks restart at prefix changes"
+    );
+}

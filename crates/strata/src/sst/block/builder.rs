@@ -56,6 +56,14 @@ impl BlockBuilder {
         }
     }
 
+    /// Makes the next entry a restart point (it stores its whole key). The
+    /// table builder uses it to start a row of a new prefix at one.
+    pub fn start_restart_interval(&mut self) {
+        if self.num_entries > 0 {
+            self.counter = self.restart_interval;
+        }
+    }
+
     /// Clears the builder for a new block, keeping its allocations.
     pub fn reset(&mut self) {
         self.buf.clear();

@@ -50,6 +50,9 @@ pub struct BlockIter {
     /// that the backward steps after it within the interval scan nothing
     /// (as RocksDB's `prev_entries_`).
     cache: IntervalCache,
+    /// Every prefix change in the block is a restart point (the table
+    /// recorded it for the reader's prefix extractor).
+    prefix_restarts: bool,
     /// The current key's range in `data` when it is stored whole.
     key_borrowed: Option<Range<usize>>,
     value: Range<usize>,
@@ -128,6 +131,7 @@ impl BlockIter {
             restart_index: block.num_restarts,
             key_buf: Vec::new(),
             cache: IntervalCache::default(),
+            prefix_restarts: false,
             key_borrowed: None,
             value: 0..0,
             status: Ok(()),
@@ -144,6 +148,13 @@ impl BlockIter {
         let block = Block::new(Bytes::from_static(&EMPTY), file, 0)
             .expect("the empty block is well formed");
         Self::from_block(block, Arc::new(crate::key::BytewiseComparator))
+    }
+
+    /// Declares that every prefix change in the block is a restart point,
+    /// for the extractor of the prefix runs it will be asked to skip.
+    pub(crate) fn with_prefix_restarts(mut self, v: bool) -> BlockIter {
+        self.prefix_restarts = v;
+        self
     }
 
     /// Declares that the iterator's comparator is the internal-key
@@ -499,6 +510,9 @@ impl BlockIter {
         if !self.valid() || !run.covers(self.key()) {
             return;
         }
+        if self.prefix_restarts {
+            return self.skip_to_next_run_restart(run);
+        }
         let shared_bytes = run.bytes().len();
         let mut passed = false;
         let mut restarts_passed = 0;
@@ -607,6 +621,12 @@ impl BlockIter {
     /// (invalid with an Ok status when the run starts at or before its
     /// first entry).
     fn skip_run_backward_in_block(&mut self, run: &PrefixRun<'_>) {
+        if self.prefix_restarts {
+            if self.valid() && run.covers(self.key()) {
+                self.skip_to_run_start_restart(run);
+            }
+            return;
+        }
         if !run.is_interval() {
             while self.valid() && run.covers(self.key()) {
                 self.prev();
@@ -746,6 +766,86 @@ impl BlockIter {
         if let Some(interval) = self.cache.interval {
             self.restart_index = interval;
         }
+    }
+
+    /// In a block whose prefix changes are all restart points: the next
+    /// run starts at the first restart key after the current entry that
+    /// `run` does not cover. Restart keys are loaded a batch at a time.
+    fn skip_to_next_run_restart(&mut self, run: &PrefixRun<'_>) {
+        let n = self.num_restarts;
+        let mut i = self.restart_index + 1;
+        // Bounded by the restart array: each batch moves forward.
+        while i < n {
+            let end = (i + RESTART_LOOKAHEAD).min(n);
+            for j in i..end {
+                self.prefetch_restart_key(j);
+            }
+            for j in i..end {
+                match self.restart_covered(run, j) {
+                    None => return,
+                    Some(true) => {}
+                    Some(false) => {
+                        if self.seek_to_restart(j) {
+                            self.parse_next();
+                        }
+                        return;
+                    }
+                }
+            }
+            i = end;
+            if run.is_interval() && i < n {
+                // A long run of an interval: binary search the rest.
+                let Some(first) = self.restart_partition(run, i, n, true) else {
+                    return;
+                };
+                i = first;
+                if i < n && self.seek_to_restart(i) {
+                    self.parse_next();
+                    return;
+                }
+            }
+        }
+        self.invalidate();
+    }
+
+    /// Mirror of [`Self::skip_to_next_run_restart`]: the run starts at a
+    /// restart point, so the entry before it is the last one of the
+    /// interval before the run's first restart point.
+    fn skip_to_run_start_restart(&mut self, run: &PrefixRun<'_>) {
+        let mut j = self.restart_index;
+        let mut tested = 0;
+        // Bounded by the restart array: each turn moves backward. Restart
+        // keys are loaded a batch at a time, as going forward; a run of an
+        // interval past one batch binary-searches the rest.
+        loop {
+            if tested == RESTART_LOOKAHEAD && run.is_interval() {
+                let Some(first) = self.first_covered_restart(run, j) else {
+                    return;
+                };
+                if first == 0 {
+                    return self.invalidate();
+                }
+                j = first - 1;
+                break;
+            }
+            if tested % RESTART_LOOKAHEAD == 0 {
+                for k in j.saturating_sub(RESTART_LOOKAHEAD - 1)..j {
+                    self.prefetch_restart_key(k);
+                }
+            }
+            tested += 1;
+            match self.restart_covered(run, j) {
+                None => return,
+                Some(false) => break,
+                Some(true) if j == 0 => return self.invalidate(),
+                Some(true) => j -= 1,
+            }
+        }
+        if !self.cache_interval(j) {
+            return;
+        }
+        let last = self.cache.entries.len() - 1;
+        self.restore_cached(last);
     }
 
     /// Whether `run` covers the key at restart point `index`; `None` on
