@@ -57,8 +57,12 @@ pub struct DBIter {
     saved_value: Vec<u8>,
     /// Scratch buffer for the internal keys built by seeks.
     seek_key: Vec<u8>,
-    /// The extractor of the prefix steps; `None` makes them fail.
+    /// The extractor of the prefix steps; `None` makes them fail. A step
+    /// takes it out while it runs (no reference count changes per step).
     prefix_extractor: Option<Arc<SliceTransform>>,
+    /// The same extractor, for the confinement check, which runs during
+    /// steps too.
+    confine_extractor: Option<Arc<SliceTransform>>,
     /// The bytes of the run a prefix step passes.
     run_bytes: Vec<u8>,
     /// Seeks confine the iterator to their target's prefix.
@@ -148,6 +152,7 @@ impl DBIter {
             saved_value: Vec::new(),
             seek_key: Vec::new(),
             prefix_extractor: None,
+            confine_extractor: None,
             run_bytes: Vec::new(),
             prefix_same_as_start: false,
             confined: None,
@@ -166,6 +171,7 @@ impl DBIter {
     /// Sets the prefix extractor of [`DBIter::next_prefix`] and
     /// [`DBIter::prev_prefix`].
     pub fn with_prefix_extractor(mut self, extractor: Option<Arc<SliceTransform>>) -> Self {
+        self.confine_extractor = extractor.clone();
         self.prefix_extractor = extractor;
         self
     }
@@ -289,7 +295,7 @@ impl DBIter {
     /// True if the iterator is confined to a prefix `user_key` lacks.
     #[inline]
     fn outside_confinement(&self, user_key: &[u8]) -> bool {
-        match (&self.confined, &self.prefix_extractor) {
+        match (&self.confined, &self.confine_extractor) {
             (Some(p), Some(t)) => t.prefix(user_key) != Some(p.as_slice()),
             _ => false,
         }
@@ -371,13 +377,15 @@ impl DBIter {
     }
 
     /// The extractor for a prefix step, or the step's failure without one.
-    fn extractor_for(&mut self, step: &str) -> Option<Arc<SliceTransform>> {
+    /// Takes the extractor out for a prefix step (the caller puts it back),
+    /// or fails the step without one.
+    fn take_extractor(&mut self, step: &str) -> Option<Arc<SliceTransform>> {
         if self.prefix_extractor.is_none() {
             self.fail(Error::invalid_argument(format!(
                 "{step} needs a prefix extractor (Options::set_prefix_extractor)"
             )));
         }
-        self.prefix_extractor.clone()
+        self.prefix_extractor.take()
     }
 
     /// Sets `run_bytes` to the run of `user_key`; returns whether the key
@@ -408,10 +416,15 @@ impl DBIter {
     /// comparator is a built-in one (see [`PrefixRun`]).
     pub fn next_prefix(&mut self) {
         assert!(self.valid, "DBIter::next_prefix while invalid");
-        let Some(transform) = self.extractor_for("next_prefix") else {
+        let Some(transform) = self.take_extractor("next_prefix") else {
             return;
         };
-        let in_domain = self.set_run(&transform, self.direction == Direction::Reverse);
+        self.next_prefix_with(&transform);
+        self.prefix_extractor = Some(transform);
+    }
+
+    fn next_prefix_with(&mut self, transform: &SliceTransform) {
+        let in_domain = self.set_run(transform, self.direction == Direction::Reverse);
         if self.direction == Direction::Reverse {
             // The inner iterator is before the current key's entries, with
             // only entries hidden from this reader in between: step over
@@ -429,7 +442,7 @@ impl DBIter {
             }
         }
         let order = self.user_cmp.builtin_order();
-        let run = PrefixRun::new(&transform, &self.run_bytes, in_domain, order);
+        let run = PrefixRun::new(transform, &self.run_bytes, in_domain, order);
         // A run of one entry (a row of one version) costs a `next`: try
         // that before the skip.
         if self.inner.valid() {
@@ -449,14 +462,16 @@ impl DBIter {
     /// [`DBIter::next_prefix`] apply. Panics if not [`DBIter::valid`].
     pub fn prev_prefix(&mut self) {
         assert!(self.valid, "DBIter::prev_prefix while invalid");
-        let Some(transform) = self.extractor_for("prev_prefix") else {
+        let Some(transform) = self.take_extractor("prev_prefix") else {
             return;
         };
         if self.confined.is_some() {
             // Confined to the current key's prefix: nothing before it counts.
-            return self.stop();
+            self.stop();
+        } else {
+            self.prev_prefix_by_keys(&transform);
         }
-        self.prev_prefix_by_keys(&transform);
+        self.prefix_extractor = Some(transform);
     }
 
     /// [`DBIter::prev_prefix`]: back past the current prefix, then to the
@@ -464,11 +479,17 @@ impl DBIter {
     /// first visible entry of that key's prefix.
     fn prev_prefix_by_keys(&mut self, transform: &SliceTransform) {
         let order = self.user_cmp.builtin_order();
-        let in_domain = self.set_run(transform, self.direction == Direction::Reverse);
-        // Back before every entry of the current prefix.
+        let forward = self.direction == Direction::Forward;
+        let in_domain = self.set_run(transform, !forward);
+        // Back before every entry of the current prefix. Going forward the
+        // inner iterator is at the current entry: a run of one entry (a row
+        // of one version) costs a `prev`, so try that before the skip.
         self.direction = Direction::Reverse;
         let run = PrefixRun::new(transform, &self.run_bytes, in_domain, order);
-        if self.inner.valid() {
+        if forward && self.inner.valid() {
+            self.inner.prev();
+        }
+        if self.inner.valid() && run.covers(self.inner.key()) {
             self.inner.skip_run_backward(&run);
         }
         // The last visible key before them names the previous prefix.
