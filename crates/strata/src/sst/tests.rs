@@ -829,27 +829,81 @@ fn mvcc_entries(rng: &mut StdRng, cmp: &Arc<dyn Comparator>) -> Entries {
     out
 }
 
+fn first_two(k: &[u8]) -> &[u8] {
+    &k[..2]
+}
+
+fn at_least_two(k: &[u8]) -> bool {
+    k.len() >= 2
+}
+
+/// Every kind of prefix run: fixed prefixes (intervals), keys outside the
+/// domain, the noop extractor and a user one (computed prefixes).
+fn test_extractors() -> Vec<crate::key::SliceTransform> {
+    use crate::key::SliceTransform;
+    vec![
+        SliceTransform::create_fixed_prefix(1),
+        SliceTransform::create_fixed_prefix(2),
+        SliceTransform::create_fixed_prefix(3),
+        SliceTransform::create_noop(),
+        SliceTransform::create("first-two", first_two, Some(at_least_two)),
+    ]
+}
+
+/// From entry `i`, a forward and a backward skip of its run (by `t`) land
+/// where stepping entry by entry does, and the iterator goes on from there.
+fn check_skips_from(
+    it: &mut TableIterator,
+    entries: &Entries,
+    i: usize,
+    t: &crate::key::SliceTransform,
+    order: Option<crate::key::BuiltinOrder>,
+    ctx: &str,
+) {
+    use crate::iter::PrefixRun;
+    let user = crate::key::extract_user_key(&entries[i].0);
+    let (bytes, in_domain) = PrefixRun::bytes_of(t, user);
+    let run = PrefixRun::new(t, bytes, in_domain, order);
+    it.seek(&entries[i].0);
+    it.skip_run_forward(&run);
+    let want = (i..entries.len()).find(|&j| !run.covers(&entries[j].0));
+    assert_eq!(
+        it.valid().then(|| it.key().to_vec()),
+        want.map(|j| entries[j].0.clone()),
+        "{ctx}: forward"
+    );
+    if let Some(j) = want {
+        assert_eq!(it.value(), &entries[j].1[..], "{ctx}");
+        it.prev();
+        assert_eq!(it.key(), &entries[j - 1].0[..], "{ctx}: prev after forward");
+    }
+    it.seek(&entries[i].0);
+    it.skip_run_backward(&run);
+    let want = (0..=i).rev().find(|&j| !run.covers(&entries[j].0));
+    assert_eq!(
+        it.valid().then(|| it.key().to_vec()),
+        want.map(|j| entries[j].0.clone()),
+        "{ctx}: backward"
+    );
+    if let Some(j) = want {
+        assert_eq!(it.value(), &entries[j].1[..], "{ctx}");
+        it.next();
+        assert_eq!(
+            it.key(),
+            &entries[j + 1].0[..],
+            "{ctx}: next after backward"
+        );
+    }
+    it.status().unwrap();
+}
+
 /// The block and table iterators' fast prefix skips land exactly where
 /// stepping entry by entry does, in both directions, over every kind of
 /// run (fixed prefixes, keys outside the domain, computed prefixes), block
 /// sizes, restart intervals and both built-in orders.
 #[test]
 fn prefix_run_skips_land_where_stepping_does() {
-    use crate::iter::PrefixRun;
-    use crate::key::{extract_user_key, SliceTransform};
-    fn first_two(k: &[u8]) -> &[u8] {
-        &k[..2]
-    }
-    fn at_least_two(k: &[u8]) -> bool {
-        k.len() >= 2
-    }
-    let extractors = [
-        SliceTransform::create_fixed_prefix(1),
-        SliceTransform::create_fixed_prefix(2),
-        SliceTransform::create_fixed_prefix(3),
-        SliceTransform::create_noop(),
-        SliceTransform::create("first-two", first_two, Some(at_least_two)),
-    ];
+    let extractors = test_extractors();
     let mut rng = StdRng::seed_from_u64(17);
     for round in 0..40 {
         let cmp: Arc<dyn Comparator> = if round % 2 == 0 {
@@ -867,53 +921,12 @@ fn prefix_run_skips_land_where_stepping_does() {
         };
         let (bytes, _) = write_table(&entries, &opts);
         let table = open_bytes(bytes, cmp.clone()).unwrap();
-        let order = cmp.builtin_order();
         let mut it = table.iter();
         for _ in 0..200 {
             let i = rng.gen_range(0..entries.len());
             let t = &extractors[rng.gen_range(0..extractors.len())];
-            let user = extract_user_key(&entries[i].0);
-            let (bytes, in_domain) = PrefixRun::bytes_of(t, user);
-            let run = PrefixRun::new(t, bytes, in_domain, order);
-            let ctx = format!(
-                "round {round} {opts:?} from {i} {:?} run {}",
-                entries[i].0,
-                t.name()
-            );
-
-            it.seek(&entries[i].0);
-            it.skip_run_forward(&run);
-            let want = (i..entries.len()).find(|&j| !run.covers(&entries[j].0));
-            assert_eq!(
-                it.valid().then(|| it.key().to_vec()),
-                want.map(|j| entries[j].0.clone()),
-                "{ctx}: forward"
-            );
-            if let Some(j) = want {
-                assert_eq!(it.value(), &entries[j].1[..], "{ctx}");
-                // The iterator goes on from there both ways.
-                it.prev();
-                assert_eq!(it.key(), &entries[j - 1].0[..], "{ctx}: prev after forward");
-            }
-
-            it.seek(&entries[i].0);
-            it.skip_run_backward(&run);
-            let want = (0..=i).rev().find(|&j| !run.covers(&entries[j].0));
-            assert_eq!(
-                it.valid().then(|| it.key().to_vec()),
-                want.map(|j| entries[j].0.clone()),
-                "{ctx}: backward"
-            );
-            if let Some(j) = want {
-                assert_eq!(it.value(), &entries[j].1[..], "{ctx}");
-                it.next();
-                assert_eq!(
-                    it.key(),
-                    &entries[j + 1].0[..],
-                    "{ctx}: next after backward"
-                );
-            }
-            it.status().unwrap();
+            let ctx = format!("round {round} {opts:?} from {i} run {}", t.name());
+            check_skips_from(&mut it, &entries, i, t, cmp.builtin_order(), &ctx);
         }
     }
 }
@@ -1003,12 +1016,6 @@ fn prefix_filters_hold_every_prefix() {
 fn single_prefix_blocks_are_recorded_and_passed_unread() {
     use crate::iter::PrefixRun;
     use crate::key::{extract_user_key, SliceTransform};
-    fn first_two(k: &[u8]) -> &[u8] {
-        &k[..2]
-    }
-    fn at_least_two(k: &[u8]) -> bool {
-        k.len() >= 2
-    }
     let t = Arc::new(SliceTransform::create(
         "first-two",
         first_two,
@@ -1128,21 +1135,7 @@ fn single_prefix_blocks_are_recorded_and_passed_unread() {
 /// where stepping does, for every kind of extractor and both orders.
 #[test]
 fn prefix_restart_blocks_land_where_stepping_does() {
-    use crate::iter::PrefixRun;
-    use crate::key::{extract_user_key, SliceTransform};
-    fn first_two(k: &[u8]) -> &[u8] {
-        &k[..2]
-    }
-    fn at_least_two(k: &[u8]) -> bool {
-        k.len() >= 2
-    }
-    let extractors = [
-        SliceTransform::create_fixed_prefix(1),
-        SliceTransform::create_fixed_prefix(2),
-        SliceTransform::create_fixed_prefix(3),
-        SliceTransform::create_noop(),
-        SliceTransform::create("first-two", first_two, Some(at_least_two)),
-    ];
+    let extractors = test_extractors();
     let mut rng = StdRng::seed_from_u64(23);
     let mut flagged_blocks = 0;
     for round in 0..30 {
@@ -1186,35 +1179,8 @@ fn prefix_restart_blocks_land_where_stepping_does() {
         let mut it = table.iter();
         for _ in 0..200 {
             let i = rng.gen_range(0..entries.len());
-            let user = extract_user_key(&entries[i].0);
-            let (bytes, in_domain) = PrefixRun::bytes_of(&t, user);
-            let run = PrefixRun::new(&t, bytes, in_domain, cmp.builtin_order());
             let ctx = format!("round {round} {} from {i}", t.name());
-            it.seek(&entries[i].0);
-            it.skip_run_forward(&run);
-            let want = (i..entries.len()).find(|&j| !run.covers(&entries[j].0));
-            assert_eq!(
-                it.valid().then(|| it.key().to_vec()),
-                want.map(|j| entries[j].0.clone()),
-                "{ctx}: forward"
-            );
-            it.seek(&entries[i].0);
-            it.skip_run_backward(&run);
-            let want = (0..=i).rev().find(|&j| !run.covers(&entries[j].0));
-            assert_eq!(
-                it.valid().then(|| it.key().to_vec()),
-                want.map(|j| entries[j].0.clone()),
-                "{ctx}: backward"
-            );
-            if let Some(j) = want {
-                it.next();
-                assert_eq!(
-                    it.key(),
-                    &entries[j + 1].0[..],
-                    "{ctx}: next after backward"
-                );
-            }
-            it.status().unwrap();
+            check_skips_from(&mut it, &entries, i, &t, cmp.builtin_order(), &ctx);
         }
     }
     assert!(
