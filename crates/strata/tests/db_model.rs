@@ -1,6 +1,7 @@
 //! Randomized operations against a `BTreeMap` model: puts, deletes,
-//! batches, gets, bounded iteration both ways, snapshots, flushes and
-//! reopens, with buffers small enough that many files and levels appear.
+//! batches, gets, bounded iteration both ways (and by prefix steps, with
+//! a prefix extractor that may change at each reopen), snapshots, flushes
+//! and reopens, with buffers small enough that many files and levels appear.
 //! Manifest writes fail now and then (on the fault-injecting file system)
 //! while an iterator and snapshots are held; the database must then keep
 //! every file, and the reopen must find every acknowledged write. At idle
@@ -29,7 +30,9 @@ fn env_or(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-fn options(fs: &FaultInjectionFileSystem, rng: &mut StdRng) -> Options {
+/// Options for one open, and the length of the fixed prefix extractor it
+/// sets, if any (it may change from one open to the next).
+fn options(fs: &FaultInjectionFileSystem, rng: &mut StdRng) -> (Options, Option<usize>) {
     let mut opts = Options::default();
     opts.create_if_missing(true);
     opts.set_file_system(Arc::new(fs.clone()));
@@ -51,7 +54,12 @@ fn options(fs: &FaultInjectionFileSystem, rng: &mut StdRng) -> Options {
     opts.set_block_based_table_factory(&t);
     let compression = ["none", "snappy", "lz4", "zstd"][rng.gen_range(0..4)];
     opts.set_compression_type(compression.parse().unwrap());
-    opts
+    // Keys are "key" and 5 digits: groups of 100 or 10 keys share a prefix.
+    let prefix_len = [None, Some(6), Some(7)][rng.gen_range(0..3)];
+    if let Some(n) = prefix_len {
+        opts.set_prefix_extractor(strata_kv::SliceTransform::create_fixed_prefix(n));
+    }
+    (opts, prefix_len)
 }
 
 fn key(rng: &mut StdRng) -> Vec<u8> {
@@ -86,12 +94,14 @@ fn range_of(
 }
 
 /// Checks up to `steps` entries of a bounded iteration in a random
-/// direction against the model.
+/// direction against the model; with a prefix extractor of `prefix_len`
+/// bytes, sometimes by prefix steps (`next_prefix` then `prev_prefix`).
 fn check_iteration(
     db: &DB,
     model: &Model,
     snapshot: Option<&strata_kv::Snapshot<'_>>,
     rng: &mut StdRng,
+    prefix_len: Option<usize>,
 ) {
     let mut ro = ReadOptions::default();
     let lower = rng.gen_bool(0.3).then(|| key(rng));
@@ -109,6 +119,9 @@ fn check_iteration(
     let mut it = db.raw_iterator_opt(ro);
     let steps = 40;
     let start = key(rng);
+    if let Some(n) = prefix_len.filter(|_| rng.gen_bool(0.3)) {
+        return check_prefix_steps(&mut it, &expected, &start, n);
+    }
     if rng.gen_bool(0.5) {
         // Forward from a seek, then back a few.
         it.seek(&start);
@@ -143,6 +156,59 @@ fn check_iteration(
             it.prev();
             i -= 1;
         }
+    }
+    it.status().unwrap();
+}
+
+/// From a seek to `start`: `next_prefix` visits the first entry of each
+/// group of keys sharing an `n`-byte prefix, then `prev_prefix` walks back
+/// over the same groups, as the model says.
+fn check_prefix_steps(
+    it: &mut strata_kv::DBRawIterator<'_>,
+    expected: &[(Vec<u8>, Vec<u8>)],
+    start: &[u8],
+    n: usize,
+) {
+    let group = |i: usize| &expected[i].0[..n];
+    let group_start = |mut i: usize| {
+        while i > 0 && expected[i - 1].0.starts_with(group(i)) {
+            i -= 1;
+        }
+        i
+    };
+    it.seek(start);
+    let mut i = expected.partition_point(|(k, _)| k.as_slice() < start);
+    let mut visited = Vec::new();
+    for _ in 0..20 {
+        let Some((k, v)) = expected.get(i) else {
+            assert!(!it.valid(), "next_prefix past the model's end");
+            break;
+        };
+        assert_eq!(it.item(), Some((&k[..], &v[..])), "next_prefix at {i}");
+        visited.push(i);
+        it.next_prefix();
+        let p = group(i).to_vec();
+        i += expected[i..]
+            .iter()
+            .take_while(|(k, _)| k.starts_with(&p))
+            .count();
+    }
+    // Back from the last entry visited: the first entry of each group before.
+    let Some(&last) = visited.last() else {
+        return it.status().unwrap();
+    };
+    it.seek(&expected[last].0);
+    let mut i = last;
+    for _ in 0..20 {
+        let before = group_start(i);
+        it.prev_prefix();
+        if before == 0 {
+            assert!(!it.valid(), "prev_prefix before the model's start");
+            break;
+        }
+        i = group_start(before - 1);
+        let (k, v) = &expected[i];
+        assert_eq!(it.item(), Some((&k[..], &v[..])), "prev_prefix at {i}");
     }
     it.status().unwrap();
 }
@@ -236,7 +302,7 @@ fn run_seed(seed: u64, ops: u64) {
     let mut model = Model::new();
     let mut done = 0;
     while done < ops {
-        let opts = options(&fs, &mut rng);
+        let (opts, prefix_len) = options(&fs, &mut rng);
         let db = DB::open(&opts, "/db").unwrap_or_else(|e| panic!("seed {seed}: open: {e}"));
         check_idle_files(&db, &fs, &format!("seed {seed} op {done}: after open"));
         let mut snapshots: Vec<(strata_kv::Snapshot<'_>, Model)> = Vec::new();
@@ -289,7 +355,7 @@ fn run_seed(seed: u64, ops: u64) {
                         }
                     }
                 }
-                850..=929 => check_iteration(&db, &model, None, &mut rng),
+                850..=929 => check_iteration(&db, &model, None, &mut rng, prefix_len),
                 930..=949 => {
                     if snapshots.len() < 4 {
                         snapshots.push((db.snapshot(), model.clone()));
@@ -306,7 +372,7 @@ fn run_seed(seed: u64, ops: u64) {
                             old.get(&k).cloned(),
                             "seed {seed} op {done}: snapshot get"
                         );
-                        check_iteration(&db, old, Some(snap), &mut rng);
+                        check_iteration(&db, old, Some(snap), &mut rng, prefix_len);
                     }
                 }
                 980..=989 => db.flush().unwrap(),
@@ -323,7 +389,7 @@ fn run_seed(seed: u64, ops: u64) {
         drop(db);
     }
     // A final reopen sees exactly the model.
-    let opts = options(&fs, &mut rng);
+    let (opts, _) = options(&fs, &mut rng);
     let db = DB::open(&opts, "/db").unwrap();
     let all: Vec<(Vec<u8>, Vec<u8>)> = db
         .iterator(strata_kv::IteratorMode::Start)
