@@ -185,6 +185,19 @@ pub fn read_block(
         }
         let buf = &mut buf[..n + BLOCK_TRAILER_BYTES];
         file.read_exact_at(handle.offset, buf)?;
+        decode_block(buf, name, handle)
+    })
+}
+
+/// Checks and decompresses a block read whole with its trailer (`raw` is
+/// `handle.size` bytes and the trailer): the half of [`read_block`] after
+/// the read, for callers that read several blocks at once.
+pub(crate) fn decode_block(raw: &[u8], name: &Arc<str>, handle: BlockHandle) -> Result<Bytes> {
+    let corrupt = |what: String| Error::corruption(&**name, handle.offset, what);
+    let n = handle.size as usize;
+    debug_assert_eq!(raw.len(), n + BLOCK_TRAILER_BYTES);
+    {
+        let buf = raw;
         let kind_byte = buf[n];
         let stored = unmask(decode_fixed32(&buf[n + 1..]).unwrap_or(0));
         let actual = crc32c(&buf[..n + 1]);
@@ -205,7 +218,7 @@ pub fn read_block(
             name,
             handle.offset,
         )?))
-    })
+    }
 }
 
 /// Blocks up to this size are read through the per-thread buffer; larger

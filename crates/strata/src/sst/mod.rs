@@ -18,6 +18,7 @@ pub mod format;
 pub mod index;
 mod index_array;
 pub mod properties;
+mod readahead;
 mod table_builder;
 mod table_iter;
 mod table_reader;

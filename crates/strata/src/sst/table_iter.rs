@@ -11,6 +11,7 @@ use crate::iter::{InternalIterator, PrefixRun};
 use super::block::BlockIter;
 use super::block_property::{BlockPropertyFilter, ResolvedFilters};
 use super::format::BlockHandle;
+use super::readahead::Readahead;
 use super::TableReader;
 
 /// Iterates over every entry of a table in internal-key order.
@@ -23,6 +24,8 @@ pub struct TableIterator {
     fill_cache: bool,
     /// The read's block property filters, resolved for this table.
     filters: ResolvedFilters,
+    /// Reads ahead once blocks come from the file back to back.
+    readahead: Readahead,
 }
 
 impl std::fmt::Debug for TableIterator {
@@ -51,6 +54,7 @@ impl TableIterator {
             status,
             fill_cache,
             filters: ResolvedFilters::default(),
+            readahead: Readahead::default(),
         }
     }
 
@@ -113,7 +117,7 @@ impl TableIterator {
             return;
         }
         let prefix_restarts = self.table.block_prefix_restarts(&value);
-        match self.table.read_data_block(handle, self.fill_cache) {
+        match (self.table).read_data_block_ahead(handle, self.fill_cache, &mut self.readahead) {
             Ok(block) => {
                 self.data = Some(
                     self.table

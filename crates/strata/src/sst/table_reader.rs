@@ -27,6 +27,7 @@ use super::filter::{filter_hash, BloomFilter};
 use super::format::{read_block, BlockHandle, Footer, FOOTER_BYTES};
 use super::index::IndexValue;
 use super::index_array::IndexArray;
+use super::readahead::Readahead;
 use super::{TableIterator, TableProperties, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME};
 
 mod meta;
@@ -349,8 +350,35 @@ impl TableReader {
         }
     }
 
+    /// [`TableReader::read_data_block`] for a scan: a block not in the
+    /// cache comes through `readahead` (read ahead once the scan's reads
+    /// are sequential).
+    pub(crate) fn read_data_block_ahead(
+        &self,
+        handle: BlockHandle,
+        fill_cache: bool,
+        readahead: &mut Readahead,
+    ) -> Result<Block> {
+        if let Some((cache, id)) = &self.cache {
+            if let Some(CachedBlock(CachedRepr::Data(block))) = cache.get(&(*id, handle.offset)) {
+                return Ok(block);
+            }
+        }
+        let data = readahead.read(&*self.file, &self.name, handle)?;
+        let block = Block::new(data, self.name.clone(), handle.offset)?;
+        if let (Some((cache, id)), true) = (&self.cache, fill_cache) {
+            cache.insert(
+                (*id, handle.offset),
+                block.clone().into(),
+                block_charge(&block),
+            );
+        }
+        Ok(block)
+    }
+
     /// The data block at `handle`, from the cache or read and checked
     /// from the file (and then cached if `fill_cache`).
+    #[cfg(test)]
     pub(crate) fn read_data_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Block> {
         self.read_data_block_with(handle, fill_cache, |_| {})
     }
