@@ -359,21 +359,12 @@ impl TableReader {
         fill_cache: bool,
         readahead: &mut Readahead,
     ) -> Result<Block> {
-        if let Some((cache, id)) = &self.cache {
-            if let Some(CachedBlock(CachedRepr::Data(block))) = cache.get(&(*id, handle.offset)) {
-                return Ok(block);
-            }
-        }
-        let data = readahead.read(&*self.file, &self.name, handle)?;
-        let block = Block::new(data, self.name.clone(), handle.offset)?;
-        if let (Some((cache, id)), true) = (&self.cache, fill_cache) {
-            cache.insert(
-                (*id, handle.offset),
-                block.clone().into(),
-                block_charge(&block),
-            );
-        }
-        Ok(block)
+        self.cached_or_read(
+            handle,
+            fill_cache,
+            |_| {},
+            |t| readahead.read(&*t.file, &t.name, handle),
+        )
     }
 
     /// The data block at `handle`, from the cache or read and checked
@@ -395,6 +386,21 @@ impl TableReader {
         fill_cache: bool,
         on_hit: impl FnOnce(&Block),
     ) -> Result<Block> {
+        self.cached_or_read(handle, fill_cache, on_hit, |t| {
+            read_block(&*t.file, &t.name, handle)
+        })
+    }
+
+    /// The data block at `handle` from the cache (calling `on_hit` with it
+    /// before it is cloned), or from `read` (checked bytes), then cached if
+    /// `fill_cache`.
+    fn cached_or_read(
+        &self,
+        handle: BlockHandle,
+        fill_cache: bool,
+        on_hit: impl FnOnce(&Block),
+        read: impl FnOnce(&Self) -> Result<Bytes>,
+    ) -> Result<Block> {
         if let Some((cache, id)) = &self.cache {
             let hit = cache.get_with(&(*id, handle.offset), |c| {
                 if let Some(b) = c.data_block() {
@@ -405,7 +411,7 @@ impl TableReader {
                 return Ok(block);
             }
         }
-        let data = read_block(&*self.file, &self.name, handle)?;
+        let data = read(self)?;
         let block = Block::new(data, self.name.clone(), handle.offset)?;
         if let (Some((cache, id)), true) = (&self.cache, fill_cache) {
             cache.insert(
