@@ -468,20 +468,6 @@ impl BlockIter {
         Some(left)
     }
 
-    /// The last restart point in `lo..num_restarts` whose key `run`
-    /// covers, for a run that is an interval holding an entry before
-    /// restart `lo`. `Some(None)` when there is none.
-    fn last_covered_restart(&mut self, run: &PrefixRun<'_>, lo: u32) -> Option<Option<u32>> {
-        let first_uncovered = self.restart_partition(run, lo, self.num_restarts, true)?;
-        Some(first_uncovered.checked_sub(1).filter(|&i| i >= lo))
-    }
-
-    /// The first restart point in `0..=hi` whose key `run` covers, for a
-    /// run that is an interval holding an entry of restart interval `hi`.
-    fn first_covered_restart(&mut self, run: &PrefixRun<'_>, hi: u32) -> Option<u32> {
-        self.restart_partition(run, 0, hi + 1, false)
-    }
-
     /// Re-decodes the entry at `at` from the start of its restart interval,
     /// after entries before it were passed without rebuilding their keys.
     fn reparse_at(&mut self, at: usize) -> bool {
@@ -583,34 +569,69 @@ impl BlockIter {
         }
     }
 
-    /// From a covered entry of a run that is an interval: when the next
-    /// restart key is covered too, moves to the last covered restart point
-    /// (binary search) and returns `Some(true)`; else stays (`Some(false)`).
+    /// The first restart point after restart `ri` whose key `run` does not
+    /// cover (`num_restarts` if none), for a covered entry in interval
+    /// `ri`. Restart keys are loaded a batch at a time (their addresses
+    /// are all in the restart array) and tested in order; for a run that
+    /// is an interval, past the first batch the rest is binary-searched.
     /// `None` on corruption (recorded).
+    fn first_uncovered_restart_after(&mut self, run: &PrefixRun<'_>, ri: u32) -> Option<u32> {
+        let n = self.num_restarts;
+        let mut i = ri + 1;
+        // Bounded by the restart array: each batch moves forward.
+        while i < n {
+            let end = (i + RESTART_LOOKAHEAD).min(n);
+            for j in i..end {
+                self.prefetch_restart_key(j);
+            }
+            for j in i..end {
+                if !self.restart_covered(run, j)? {
+                    return Some(j);
+                }
+            }
+            if run.is_interval() {
+                return self.restart_partition(run, end, n, true);
+            }
+            i = end;
+        }
+        Some(n)
+    }
+
+    /// Mirror of [`Self::first_uncovered_restart_after`]: the first restart
+    /// point of the stretch of covered restart keys that ends at restart
+    /// `ri` (whose key `run` covers), searched backward.
+    fn first_covered_restart_back(&mut self, run: &PrefixRun<'_>, ri: u32) -> Option<u32> {
+        let mut j = ri;
+        // Bounded by the restart array: each batch moves backward.
+        loop {
+            let low = j.saturating_sub(RESTART_LOOKAHEAD - 1);
+            for k in low..j {
+                self.prefetch_restart_key(k);
+            }
+            for k in (low..=j).rev() {
+                if !self.restart_covered(run, k)? {
+                    return Some(k + 1);
+                }
+            }
+            if low == 0 {
+                return Some(0);
+            }
+            if run.is_interval() {
+                return self.restart_partition(run, 0, low, false);
+            }
+            j = low - 1;
+        }
+    }
+
+    /// From a covered entry of a run that is an interval: when later
+    /// restart keys are covered too, moves to the last of them and returns
+    /// `Some(true)`; else stays (`Some(false)`). `None` on corruption.
     fn jump_over_covered_intervals(&mut self, run: &PrefixRun<'_>) -> Option<bool> {
         let ri = self.restart_index;
-        let n = self.num_restarts;
-        if ri + 1 >= n {
+        let last = self.first_uncovered_restart_after(run, ri)? - 1;
+        if last == ri {
             return Some(false);
         }
-        let window_end = (ri + 1 + RESTART_LOOKAHEAD).min(n);
-        for i in ri + 1..window_end {
-            self.prefetch_restart_key(i);
-        }
-        let mut last = None;
-        for i in ri + 1..window_end {
-            if !self.restart_covered(run, i)? {
-                break;
-            }
-            last = Some(i);
-        }
-        let last = match last {
-            None => return Some(false),
-            Some(l) if l + 1 == window_end && window_end < n => {
-                self.last_covered_restart(run, window_end)?.unwrap_or(l)
-            }
-            Some(l) => l,
-        };
         if !self.seek_to_restart(last) || !self.parse_next() {
             return None;
         }
@@ -621,13 +642,7 @@ impl BlockIter {
     /// (invalid with an Ok status when the run starts at or before its
     /// first entry).
     fn skip_run_backward_in_block(&mut self, run: &PrefixRun<'_>) {
-        if self.prefix_restarts {
-            if self.valid() && run.covers(self.key()) {
-                self.skip_to_run_start_restart(run);
-            }
-            return;
-        }
-        if !run.is_interval() {
+        if !run.is_interval() && !self.prefix_restarts {
             while self.valid() && run.covers(self.key()) {
                 self.prev();
             }
@@ -637,8 +652,9 @@ impl BlockIter {
             return;
         }
         // The run's first entry lies in the interval before its first
-        // covered restart point (or at that point). A short run starts in
-        // the current interval or the one before: look there first.
+        // covered restart point (or at that point). In a block that
+        // restarts at every prefix change it is that point, so the current
+        // interval's restart key is covered.
         let ri = self.restart_index;
         let Some(covered_here) = self.restart_covered(run, ri) else {
             return;
@@ -652,17 +668,8 @@ impl BlockIter {
             let j = self.cache.entries.partition_point(|e| e.current < original);
             return self.land_before_run(run, j);
         }
-        let first = if ri == 0 {
-            0
-        } else {
-            match self.restart_covered(run, ri - 1) {
-                None => return,
-                Some(false) => ri,
-                Some(true) => match self.first_covered_restart(run, ri - 1) {
-                    Some(f) => f,
-                    None => return,
-                },
-            }
+        let Some(first) = self.first_covered_restart_back(run, ri) else {
+            return;
         };
         if first == 0 {
             return self.invalidate();
@@ -716,6 +723,12 @@ impl BlockIter {
             self.corrupt(at, "restart point outside the entries area");
             return false;
         };
+        if start >= end {
+            // Restart points increase strictly: every interval holds an
+            // entry (callers take the last one).
+            self.corrupt(start, "restart interval holds no entry");
+            return false;
+        }
         // Each key is the previous one's first `shared` bytes and its own
         // delta, built in place in the cache (the iterator does not move).
         let mut at = start;
@@ -770,82 +783,17 @@ impl BlockIter {
 
     /// In a block whose prefix changes are all restart points: the next
     /// run starts at the first restart key after the current entry that
-    /// `run` does not cover. Restart keys are loaded a batch at a time.
+    /// `run` does not cover.
     fn skip_to_next_run_restart(&mut self, run: &PrefixRun<'_>) {
-        let n = self.num_restarts;
-        let mut i = self.restart_index + 1;
-        // Bounded by the restart array: each batch moves forward.
-        while i < n {
-            let end = (i + RESTART_LOOKAHEAD).min(n);
-            for j in i..end {
-                self.prefetch_restart_key(j);
-            }
-            for j in i..end {
-                match self.restart_covered(run, j) {
-                    None => return,
-                    Some(true) => {}
-                    Some(false) => {
-                        if self.seek_to_restart(j) {
-                            self.parse_next();
-                        }
-                        return;
-                    }
-                }
-            }
-            i = end;
-            if run.is_interval() && i < n {
-                // A long run of an interval: binary search the rest.
-                let Some(first) = self.restart_partition(run, i, n, true) else {
-                    return;
-                };
-                i = first;
-                if i < n && self.seek_to_restart(i) {
-                    self.parse_next();
-                    return;
-                }
-            }
-        }
-        self.invalidate();
-    }
-
-    /// Mirror of [`Self::skip_to_next_run_restart`]: the run starts at a
-    /// restart point, so the entry before it is the last one of the
-    /// interval before the run's first restart point.
-    fn skip_to_run_start_restart(&mut self, run: &PrefixRun<'_>) {
-        let mut j = self.restart_index;
-        let mut tested = 0;
-        // Bounded by the restart array: each turn moves backward. Restart
-        // keys are loaded a batch at a time, as going forward; a run of an
-        // interval past one batch binary-searches the rest.
-        loop {
-            if tested == RESTART_LOOKAHEAD && run.is_interval() {
-                let Some(first) = self.first_covered_restart(run, j) else {
-                    return;
-                };
-                if first == 0 {
-                    return self.invalidate();
-                }
-                j = first - 1;
-                break;
-            }
-            if tested % RESTART_LOOKAHEAD == 0 {
-                for k in j.saturating_sub(RESTART_LOOKAHEAD - 1)..j {
-                    self.prefetch_restart_key(k);
-                }
-            }
-            tested += 1;
-            match self.restart_covered(run, j) {
-                None => return,
-                Some(false) => break,
-                Some(true) if j == 0 => return self.invalidate(),
-                Some(true) => j -= 1,
-            }
-        }
-        if !self.cache_interval(j) {
+        let Some(next) = self.first_uncovered_restart_after(run, self.restart_index) else {
             return;
+        };
+        if next == self.num_restarts {
+            return self.invalidate();
         }
-        let last = self.cache.entries.len() - 1;
-        self.restore_cached(last);
+        if self.seek_to_restart(next) {
+            self.parse_next();
+        }
     }
 
     /// Whether `run` covers the key at restart point `index`; `None` on
