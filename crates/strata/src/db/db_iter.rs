@@ -61,7 +61,7 @@ pub struct DBIter {
     /// takes it out while it runs (no reference count changes per step).
     prefix_extractor: Option<Arc<SliceTransform>>,
     /// The same extractor, for the confinement check, which runs during
-    /// steps too.
+    /// steps too (while the step holds `prefix_extractor`).
     confine_extractor: Option<Arc<SliceTransform>>,
     /// The bytes of the run a prefix step passes.
     run_bytes: Vec<u8>,
@@ -209,17 +209,10 @@ impl DBIter {
     pub fn seek_to_first(&mut self) {
         self.confined = None;
         self.start(Direction::Forward);
-        match &self.lower_bound {
-            Some(lower) => {
-                build_internal_key(
-                    &mut self.seek_key,
-                    lower,
-                    self.sequence,
-                    ValueKind::FOR_SEEK,
-                );
-                self.inner.seek(&self.seek_key);
-            }
-            None => self.inner.seek_to_first(),
+        if self.lower_bound.is_some() {
+            self.seek_inner_to_lower();
+        } else {
+            self.inner.seek_to_first();
         }
         self.find_next_user_entry(false);
     }
@@ -363,7 +356,17 @@ impl DBIter {
     fn step_in_forward(&mut self) {
         if self.inner.valid() {
             self.inner.next();
-        } else if let Some(lower) = &self.lower_bound {
+        } else if self.lower_bound.is_some() {
+            self.seek_inner_to_lower();
+        } else {
+            self.inner.seek_to_first();
+        }
+    }
+
+    /// Positions the inner iterator at the first entry at or after the
+    /// lower bound (which must be set) visible to this reader.
+    fn seek_inner_to_lower(&mut self) {
+        if let Some(lower) = &self.lower_bound {
             build_internal_key(
                 &mut self.seek_key,
                 lower,
@@ -371,14 +374,13 @@ impl DBIter {
                 ValueKind::FOR_SEEK,
             );
             self.inner.seek(&self.seek_key);
-        } else {
-            self.inner.seek_to_first();
         }
     }
 
-    /// The extractor for a prefix step, or the step's failure without one.
     /// Takes the extractor out for a prefix step (the caller puts it back),
-    /// or fails the step without one.
+    /// or fails the step without one. Taking it, rather than cloning the
+    /// `Arc` the database's other iterators share, keeps steps from
+    /// touching a reference count other threads touch too.
     fn take_extractor(&mut self, step: &str) -> Option<Arc<SliceTransform>> {
         if self.prefix_extractor.is_none() {
             self.fail(Error::invalid_argument(format!(
@@ -516,20 +518,14 @@ impl DBIter {
         self.valid = false;
         self.direction = Direction::Forward;
         self.step_in_forward();
-        if let (true, Some(lower)) = (self.inner.valid(), &self.lower_bound) {
-            if below_lower(
+        if self.inner.valid()
+            && below_lower(
                 self.user_cmp.as_ref(),
-                Some(lower),
+                self.lower_bound.as_deref(),
                 extract_user_key(self.inner.key()),
-            ) {
-                build_internal_key(
-                    &mut self.seek_key,
-                    lower,
-                    self.sequence,
-                    ValueKind::FOR_SEEK,
-                );
-                self.inner.seek(&self.seek_key);
-            }
+            )
+        {
+            self.seek_inner_to_lower();
         }
         self.saved_key.clear();
         self.clear_saved_value();

@@ -11,6 +11,7 @@ use crate::iter::{InternalIterator, PrefixRun};
 use super::block::BlockIter;
 use super::block_property::{BlockPropertyFilter, ResolvedFilters};
 use super::format::BlockHandle;
+use super::index::IndexValue;
 use super::readahead::Readahead;
 use super::TableReader;
 
@@ -78,17 +79,21 @@ impl TableIterator {
         self.filters.table_excluded
     }
 
-    /// The single prefix of the block the index is at, if recorded.
-    fn index_single_prefix(&self) -> Option<&[u8]> {
+    /// The index entry the index iterator is at; `None` when it is not
+    /// valid or the entry is malformed (loading its block reports that).
+    fn index_value(&self) -> Option<IndexValue<'_>> {
         if !self.index.valid() {
             return None;
         }
         let offset = self.table.footer().index.offset;
-        let v = self
-            .table
+        self.table
             .decode_index_value(self.index.value(), offset)
-            .ok()?;
-        self.table.block_single_prefix(&v)
+            .ok()
+    }
+
+    /// The single prefix of the block the index is at, if recorded.
+    fn index_single_prefix(&self) -> Option<&[u8]> {
+        self.table.block_single_prefix(&self.index_value()?)
     }
 
     /// Loads the data block the index iterator points at.
@@ -179,14 +184,7 @@ impl TableIterator {
 
     /// The data block the index iterator is at, if it is valid.
     fn index_handle(&self) -> Option<BlockHandle> {
-        if !self.index.valid() {
-            return None;
-        }
-        let offset = self.table.footer().index.offset;
-        (self.table)
-            .decode_index_value(self.index.value(), offset)
-            .ok()
-            .map(|v| v.handle)
+        self.index_value().map(|v| v.handle)
     }
 
     fn current(&self) -> &BlockIter {
