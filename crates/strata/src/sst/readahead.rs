@@ -66,7 +66,8 @@ impl Readahead {
         let len = READAHEAD_BYTES
             .max(end - handle.offset)
             .min(file_size - handle.offset);
-        self.buf.clear();
+        // Resized, not cleared: the read overwrites every byte, so only a
+        // growing buffer is zero-filled (once), not every refill.
         self.buf.resize(len as usize, 0);
         self.start = handle.offset;
         if let Err(e) = file.read_exact_at(handle.offset, &mut self.buf) {
