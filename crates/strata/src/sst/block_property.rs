@@ -101,20 +101,30 @@ pub trait BlockPropertyFilter: Send + Sync {
 pub type BlockPropertyCollectorFactory =
     Arc<dyn Fn() -> Box<dyn BlockPropertyCollector> + Send + Sync>;
 
+/// What [`BlockPropertiesBuilder::add`] says of an entry.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct RunStart {
+    /// The entry is the first of its prefix run in the block.
+    pub(crate) first: bool,
+    /// The entry must start a restart interval.
+    pub(crate) restart: bool,
+}
+
 /// The builder side: the collectors of one table and the single-prefix
 /// tracker of its current block.
 pub(crate) struct BlockPropertiesBuilder {
     collectors: Vec<Box<dyn BlockPropertyCollector>>,
     /// Whether to track single prefixes (the table has an extractor).
     track_prefix: bool,
-    block_prefix: PrefixState,
     /// The current block restarts at every prefix change.
     prefix_restarts: bool,
-    /// Entries and prefix runs of the current block, and the last entry's
-    /// run (its prefix, or its whole key outside the domain).
+    /// Entries and prefix runs of the current block; the last entry's run
+    /// (its prefix, or its whole key outside the domain) when `block_runs`
+    /// is not 0. A block of one run in the domain holds a single prefix.
     block_entries: usize,
     block_runs: usize,
-    last_run: Option<(Vec<u8>, bool)>,
+    last_run: Vec<u8>,
+    last_in_domain: bool,
 }
 
 impl fmt::Debug for BlockPropertiesBuilder {
@@ -126,27 +136,16 @@ impl fmt::Debug for BlockPropertiesBuilder {
     }
 }
 
-/// What the current block's keys have shown of their prefixes.
-#[derive(Debug)]
-enum PrefixState {
-    /// No key yet.
-    Empty,
-    /// Every key so far has this prefix.
-    Single(Vec<u8>),
-    /// Two prefixes, or a key outside the domain.
-    Mixed,
-}
-
 impl BlockPropertiesBuilder {
     pub(crate) fn new(factories: &[BlockPropertyCollectorFactory], track_prefix: bool) -> Self {
         BlockPropertiesBuilder {
             collectors: factories.iter().map(|f| f()).collect(),
             track_prefix,
-            block_prefix: PrefixState::Empty,
             prefix_restarts: false,
             block_entries: 0,
             block_runs: 0,
-            last_run: None,
+            last_run: Vec::new(),
+            last_in_domain: false,
         }
     }
 
@@ -164,53 +163,43 @@ impl BlockPropertiesBuilder {
     }
 
     /// An entry of the current block; `prefix` is its key's prefix (`None`
-    /// outside the extractor's domain). True when the entry must start a
-    /// restart interval: the block restarts at prefix changes and this
-    /// entry starts a new prefix.
-    pub(crate) fn add(&mut self, user_key: &[u8], value: &[u8], prefix: Option<&[u8]>) -> bool {
+    /// outside the extractor's domain). Says whether the entry is the
+    /// first of a prefix run in the block, and whether it must start a
+    /// restart interval (the block restarts at prefix changes and this
+    /// entry starts a new prefix).
+    pub(crate) fn add(&mut self, user_key: &[u8], value: &[u8], prefix: Option<&[u8]>) -> RunStart {
         for c in &mut self.collectors {
             c.add(user_key, value);
         }
-        let mut restart = false;
-        if self.track_prefix {
-            let (bytes, in_domain) = match prefix {
-                Some(p) => (p, true),
-                None => (user_key, false),
-            };
-            let same = self
-                .last_run
-                .as_ref()
-                .is_some_and(|(b, d)| *d == in_domain && b.as_slice() == bytes);
-            if !same {
-                restart = self.prefix_restarts && self.block_entries > 0;
-                self.block_runs += 1;
-                let last = self.last_run.get_or_insert_with(|| (Vec::new(), in_domain));
-                last.0.clear();
-                last.0.extend_from_slice(bytes);
-                last.1 = in_domain;
-            }
-            self.block_entries += 1;
+        if !self.track_prefix {
+            return RunStart::default();
         }
-        if self.track_prefix {
-            self.block_prefix = match (
-                std::mem::replace(&mut self.block_prefix, PrefixState::Mixed),
-                prefix,
-            ) {
-                (PrefixState::Empty, Some(p)) => PrefixState::Single(p.to_vec()),
-                (PrefixState::Single(s), Some(p)) if s == p => PrefixState::Single(s),
-                _ => PrefixState::Mixed,
-            };
+        let (bytes, in_domain) = match prefix {
+            Some(p) => (p, true),
+            None => (user_key, false),
+        };
+        let same =
+            self.block_runs > 0 && self.last_in_domain == in_domain && self.last_run == bytes;
+        self.block_entries += 1;
+        if same {
+            return RunStart::default();
         }
-        restart
+        let restart = self.prefix_restarts && self.block_runs > 0;
+        self.block_runs += 1;
+        self.last_run.clear();
+        self.last_run.extend_from_slice(bytes);
+        self.last_in_domain = in_domain;
+        RunStart {
+            first: true,
+            restart,
+        }
     }
 
     /// The properties of the block just completed, as `(tag, bytes)`.
     pub(crate) fn finish_block(&mut self) -> Vec<(u32, Vec<u8>)> {
         let mut out = Vec::with_capacity(self.collectors.len() + 2);
-        if let PrefixState::Single(p) =
-            std::mem::replace(&mut self.block_prefix, PrefixState::Empty)
-        {
-            out.push((SINGLE_PREFIX_TAG, p));
+        if self.block_runs == 1 && self.last_in_domain {
+            out.push((SINGLE_PREFIX_TAG, self.last_run.clone()));
         }
         if self.prefix_restarts {
             out.push((PREFIX_RESTARTS_TAG, Vec::new()));
@@ -221,7 +210,6 @@ impl BlockPropertiesBuilder {
             && self.block_entries / self.block_runs >= PREFIX_RESTARTS_MIN_RUN;
         self.block_entries = 0;
         self.block_runs = 0;
-        self.last_run = None;
         for (i, c) in self.collectors.iter_mut().enumerate() {
             out.push((USER_TAG_BASE + i as u32, c.finish_data_block()));
         }

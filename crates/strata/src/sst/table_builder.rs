@@ -15,7 +15,7 @@ use crate::key::{parse_internal_key, Comparator, InternalKeyComparator, ValueKin
 use crate::limits::{KEY_SIZE_BYTES_MAX, VALUE_SIZE_BYTES_MAX};
 
 use super::block::BlockBuilder;
-use super::block_property::BlockPropertiesBuilder;
+use super::block_property::{BlockPropertiesBuilder, RunStart};
 use super::filter::{filter_hash, BloomFilterBuilder};
 use super::format::{put_block_trailer, BlockHandle, Footer, BLOCK_TRAILER_BYTES, FORMAT_VERSION};
 use super::index::encode_index_value;
@@ -34,8 +34,6 @@ pub struct TableBuilder {
     data_block: BlockBuilder,
     index_block: BlockBuilder,
     filter: Option<BloomFilterBuilder>,
-    /// The last prefix added to the filter.
-    last_prefix: Option<Vec<u8>>,
     /// Per-block properties: user collectors and the single prefix.
     block_props: BlockPropertiesBuilder,
     /// The properties of the block awaiting its index entry.
@@ -124,7 +122,6 @@ impl TableBuilder {
             file_name: file_name.into(),
             offset: 0,
             filter,
-            last_prefix: None,
             block_props,
             pending_props: Vec::new(),
             last_key: Vec::new(),
@@ -173,13 +170,15 @@ impl TableBuilder {
         // One hash serves the filter and the data block's hash index.
         let hash = filter_hash(parsed.user_key);
         let prefix = (self.opts.prefix_extractor.as_ref()).and_then(|t| t.prefix(parsed.user_key));
+        let mut new_run = RunStart::default();
         if !self.block_props.is_empty() {
             let v = if parsed.kind == ValueKind::Deletion {
                 &[][..]
             } else {
                 value
             };
-            if self.block_props.add(parsed.user_key, v, prefix) {
+            new_run = self.block_props.add(parsed.user_key, v, prefix);
+            if new_run.restart {
                 self.data_block.start_restart_interval();
             }
         }
@@ -187,14 +186,10 @@ impl TableBuilder {
             if self.props.whole_key_filtering {
                 filter.add_hash(hash);
             }
-            if let Some(prefix) = prefix {
-                // Keys of one prefix are usually adjacent: add it once.
-                if self.last_prefix.as_deref() != Some(prefix) {
-                    filter.add_hash(filter_hash(prefix));
-                    let last = self.last_prefix.get_or_insert_with(Vec::new);
-                    last.clear();
-                    last.extend_from_slice(prefix);
-                }
+            // Keys of one prefix are adjacent: its hash goes in once per
+            // run (and block), when the run starts.
+            if let (Some(prefix), true) = (prefix, new_run.first) {
+                filter.add_hash(filter_hash(prefix));
             }
         }
         if self.props.num_entries == 0 {
