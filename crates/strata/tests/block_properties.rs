@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata_kv::env::MemFileSystem;
+use strata_kv::env::{FileSystem, MemFileSystem};
 use strata_kv::{
     BlockBasedOptions, BlockPropertyCollector, BlockPropertyFilter, Options, ReadOptions, DB,
 };
@@ -238,4 +238,16 @@ fn filters_pass_blocks_inside_a_table() {
             got.len()
         );
     }
+}
+
+/// Two collectors of one name are refused at open, and nothing is
+/// written: filters find properties by name.
+#[test]
+fn collectors_with_one_name_are_refused() {
+    let fs = MemFileSystem::new();
+    let mut opts = options(&fs, true);
+    opts.add_block_property_collector(|| Box::new(Versions::default()));
+    let e = DB::open(&opts, "/db").err().expect("open must fail");
+    assert!(e.to_string().contains("named \"versions\""), "{e}");
+    assert!(!fs.exists(std::path::Path::new("/db/CURRENT")));
 }

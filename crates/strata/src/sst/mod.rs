@@ -137,6 +137,18 @@ impl TableOptions {
                 block_property::COLLECTORS_MAX
             )));
         }
+        // Filters find a collector's properties by its name: two of one
+        // name would mix their tags and table properties.
+        let mut names: Vec<String> = (self.block_property_collectors.iter())
+            .map(|make| make().name().to_string())
+            .collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::invalid_argument(format!(
+                "two block property collectors are named {:?}",
+                w[0]
+            )));
+        }
         if self.block_size == 0 || self.block_size > crate::limits::BLOCK_SIZE_BYTES_MAX / 2 {
             return Err(Error::invalid_argument(format!(
                 "block_size {} must be between 1 and {}",
