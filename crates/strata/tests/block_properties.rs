@@ -247,7 +247,9 @@ fn collectors_with_one_name_are_refused() {
     let fs = MemFileSystem::new();
     let mut opts = options(&fs, true);
     opts.add_block_property_collector(|| Box::new(Versions::default()));
-    let e = DB::open(&opts, "/db").err().expect("open must fail");
+    let Err(e) = DB::open(&opts, "/db") else {
+        panic!("open must fail");
+    };
     assert!(e.to_string().contains("named \"versions\""), "{e}");
     assert!(!fs.exists(std::path::Path::new("/db/CURRENT")));
 }
