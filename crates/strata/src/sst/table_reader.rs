@@ -62,8 +62,6 @@ pub struct TableReader {
     index: Meta<Arc<TableIndex>>,
     /// `None`: the table has no filter.
     filter: Option<Meta<BloomFilter>>,
-    /// What the filter holds, and so how a point lookup probes it.
-    filter_keys: FilterKeys,
     /// The reader's prefix extractor when the table was written with one
     /// of the same name: its filter (if any) holds that extractor's
     /// prefixes and its index entries its single-prefix properties.
@@ -71,18 +69,6 @@ pub struct TableReader {
     props: TableProperties,
     /// The block cache and this reader's key space in it.
     cache: Option<(Arc<BlockCache>, u64)>,
-}
-
-/// What a table's filter holds, for point lookups.
-#[derive(Debug, Clone)]
-enum FilterKeys {
-    /// Hashes of whole user keys (and maybe prefixes too).
-    Whole,
-    /// Hashes of prefixes only, of the reader's extractor.
-    Prefixes(Arc<SliceTransform>),
-    /// Prefixes of an extractor the reader does not have: no use to a
-    /// lookup, which then reads the data.
-    Foreign,
 }
 
 /// Gives each opened reader its own key space in a (possibly shared) cache.
@@ -216,11 +202,6 @@ impl TableReader {
         let prefix_filter = prefix_extractor.filter(|t| {
             !props.prefix_extractor_name.is_empty() && t.name() == props.prefix_extractor_name
         });
-        let filter_keys = match &prefix_filter {
-            _ if props.whole_key_filtering => FilterKeys::Whole,
-            Some(t) => FilterKeys::Prefixes(t.clone()),
-            None => FilterKeys::Foreign,
-        };
         let icmp: Arc<dyn Comparator> = Arc::new(InternalKeyComparator::new(comparator.clone()));
         let order = comparator.builtin_order();
         let index = Arc::new(TableIndex::read(
@@ -248,7 +229,6 @@ impl TableReader {
             footer,
             index,
             filter,
-            filter_keys,
             prefix_filter,
             props,
             cache,
@@ -280,7 +260,7 @@ impl TableReader {
     /// true otherwise, also when a filter kept in the block cache could not
     /// be read again (a lookup then reads the data and reports the error).
     pub fn may_contain_hash(&self, hash: u64) -> bool {
-        if !matches!(self.filter_keys, FilterKeys::Whole) {
+        if !self.props.whole_key_filtering {
             return true;
         }
         match self.filter() {
@@ -295,11 +275,14 @@ impl TableReader {
     /// outside the extractor's domain).
     #[inline]
     pub(crate) fn probe_hash(&self, user_key: &[u8], whole_hash: u64) -> Option<u64> {
-        match &self.filter_keys {
-            FilterKeys::Whole => Some(whole_hash),
-            FilterKeys::Prefixes(t) => t.prefix(user_key).map(filter_hash),
-            FilterKeys::Foreign => None,
+        if self.props.whole_key_filtering {
+            return Some(whole_hash);
         }
+        // Prefixes only: of the reader's extractor, or of no use.
+        self.prefix_filter
+            .as_ref()?
+            .prefix(user_key)
+            .map(filter_hash)
     }
 
     /// False when the filter proves that no key with prefix `prefix` (of
