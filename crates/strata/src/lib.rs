@@ -21,8 +21,8 @@ pub mod wal;
 
 pub use db::{
     BlockBasedOptions, Cache, DBCompressionType, DBIterator, DBPinnableSlice, DBRawIterator,
-    DBRecoveryMode, Direction, IteratorMode, LiveFile, Options, ReadOptions, Snapshot, WriteBatch,
-    WriteOptions, DB,
+    DBRecoveryMode, Direction, IteratorMode, LiveFile, Options, ReadOptions, Snapshot,
+    SstPartitioner, SstPartitionerFactory, WriteBatch, WriteOptions, DB,
 };
 pub use error::{Error, Result};
 pub use key::{

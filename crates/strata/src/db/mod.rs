@@ -15,6 +15,7 @@ mod multi_get;
 mod open;
 pub mod options;
 mod read;
+mod sst_partitioner;
 mod table_cache;
 mod write;
 pub mod write_batch;
@@ -34,6 +35,7 @@ pub use options::{
     BlockBasedOptions, Cache, DBCompressionType, DBRecoveryMode, Options, ReadOptions, WriteOptions,
 };
 pub use read::DBPinnableSlice;
+pub use sst_partitioner::{SstPartitioner, SstPartitionerFactory};
 pub use write_batch::WriteBatch;
 
 /// An open database.

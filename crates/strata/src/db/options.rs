@@ -14,6 +14,8 @@ use crate::limits::{WRITE_BUFFER_SIZE_BYTES_MAX, WRITE_BUFFER_SIZE_BYTES_MIN};
 use crate::sst::{BlockPropertyCollectorFactory, BlockPropertyFilter, TableOptions};
 use crate::wal::WalRecoveryMode;
 
+use super::sst_partitioner::SstPartitionerFactory;
+
 /// Compression types, as `rocksdb::DBCompressionType` (the subset Strata
 /// implements).
 pub type DBCompressionType = CompressionType;
@@ -182,6 +184,8 @@ pub struct Options {
     pub(crate) table: BlockBasedOptions,
     pub(crate) prefix_extractor: Option<Arc<SliceTransform>>,
     pub(crate) block_property_collectors: Vec<BlockPropertyCollectorFactory>,
+    pub(crate) sst_partitioner: Option<SstPartitionerFactory>,
+    pub(crate) stream_aware_cutting: bool,
 }
 
 impl std::fmt::Debug for Options {
@@ -226,6 +230,8 @@ impl Default for Options {
             table: BlockBasedOptions::default(),
             prefix_extractor: None,
             block_property_collectors: Vec::new(),
+            sst_partitioner: None,
+            stream_aware_cutting: true,
         }
     }
 }
@@ -254,6 +260,25 @@ impl Comparator for FnComparator {
 }
 
 impl Options {
+    /// Cuts the outputs of flushes and compactions where the partitioner
+    /// says (see [`SstPartitioner`](crate::SstPartitioner)), and refuses
+    /// trivial moves of files it would cut.
+    pub fn set_sst_partitioner_factory(&mut self, factory: SstPartitionerFactory) {
+        self.sst_partitioner = Some(factory);
+    }
+
+    /// Stream-aware cutting (default on): a flush or compaction ends its
+    /// current output file where the next key would make the file overlap
+    /// data already in the levels below (or, in a compaction, where a long
+    /// run of newer data ends among older data), as long as the file has
+    /// reached a minimum size (1/128 of the target file size). Files then
+    /// lie in the gaps between existing files and go down the tree by
+    /// trivial moves, so several ascending insert streams are not
+    /// rewritten at every level. Off: files are cut by size only.
+    pub fn set_stream_aware_cutting(&mut self, on: bool) {
+        self.stream_aware_cutting = on;
+    }
+
     /// Creates the database if it does not exist.
     pub fn create_if_missing(&mut self, v: bool) {
         self.create_if_missing = v;

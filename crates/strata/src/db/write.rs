@@ -170,7 +170,9 @@ impl DbInner {
             if let Some(e) = &st.bg_error {
                 return Err(e.clone());
             }
-            let l0 = st.versions.current().num_files(0);
+            // Stalls count level-0 files stacked on one key, not files: a
+            // flush cut into one file per stream adds depth one.
+            let l0 = st.versions.current().level0_depth();
             let o = &self.opts;
             if allow_delay && l0 >= o.level0_slowdown_writes_trigger {
                 // Give compaction some of this writer's time, once.

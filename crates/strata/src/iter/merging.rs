@@ -78,6 +78,12 @@ impl MergingIterator {
         }
     }
 
+    /// The index of the child the iterator is positioned at (compaction
+    /// tells newer inputs from older ones by it).
+    pub(crate) fn current_child(&self) -> usize {
+        self.current()
+    }
+
     /// The child the iterator is positioned at.
     fn current(&self) -> usize {
         assert!(self.valid(), "MergingIterator used while invalid");

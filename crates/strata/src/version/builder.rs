@@ -70,7 +70,8 @@ impl VersionBuilder {
 
     /// The version holding the files after every applied edit.
     pub fn build(self) -> Version {
-        let version = Version::from_levels(self.levels);
+        let mut version = Version::from_levels(self.levels);
+        version.set_level0_depth(&**self.icmp.user_comparator());
         debug_assert_eq!(version.check_order(&self.icmp), Ok(()));
         #[cfg(feature = "invariants")]
         if let Err(what) = version.check_consistency(&self.icmp) {

@@ -28,6 +28,9 @@ pub struct Version {
     /// Per level 1 or deeper, `largest_prefixes(files[level])`; empty for
     /// level 0, whose files are not ordered by key.
     largest_prefixes: [Vec<u64>; NUM_LEVELS],
+    /// The most level-0 files that hold any one key (see
+    /// [`level0_depth`](Self::level0_depth)).
+    level0_depth: usize,
 }
 
 impl Version {
@@ -45,6 +48,7 @@ impl Version {
         Version {
             files,
             largest_prefixes,
+            level0_depth: 0,
         }
     }
 
@@ -56,6 +60,35 @@ impl Version {
     /// Number of files in `level`.
     pub fn num_files(&self, level: usize) -> usize {
         self.files[level].len()
+    }
+
+    /// The most level-0 files whose ranges hold any one user key: how many
+    /// level-0 tables a lookup may have to read, and what write stalls
+    /// count. A flush cut into one file per insert stream adds many files
+    /// but a depth of one.
+    pub fn level0_depth(&self) -> usize {
+        self.level0_depth
+    }
+
+    /// Computes [`level0_depth`](Self::level0_depth) under `ucmp`.
+    pub(super) fn set_level0_depth(&mut self, ucmp: &dyn Comparator) {
+        // Sweep over the file edges in key order, a smallest key before a
+        // largest key at the same user key (ranges are closed).
+        let mut edges: Vec<(&[u8], bool)> = self.files[0]
+            .iter()
+            .flat_map(|f| [(f.smallest.user_key(), false), (f.largest.user_key(), true)])
+            .collect();
+        edges.sort_by(|a, b| ucmp.compare(a.0, b.0).then(a.1.cmp(&b.1)));
+        let (mut depth, mut max) = (0usize, 0usize);
+        for (_, is_largest) in edges {
+            if is_largest {
+                depth -= 1;
+            } else {
+                depth += 1;
+                max = max.max(depth);
+            }
+        }
+        self.level0_depth = max;
     }
 
     /// Total size in bytes of the files in `level`.

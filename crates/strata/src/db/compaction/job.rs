@@ -17,6 +17,7 @@ use crate::version::{NewFile, Version, VersionEdit, NUM_LEVELS};
 use super::super::filename::table_file_name;
 use super::super::flush::TableStats;
 use super::super::inner::{DbInner, DbState};
+use super::cutting::OutputCutter;
 use super::picker::{Compaction, LAST_LEVEL};
 
 impl DbInner {
@@ -68,7 +69,8 @@ impl DbInner {
         for f in &c.inputs[1] {
             edit.delete_file(c.output_level, f.number);
         }
-        if c.is_trivial_move(&*self.user_cmp) {
+        let partitioner = self.opts.sst_partitioner.as_ref().map(|f| f.partitioner());
+        if c.is_trivial_move(&*self.user_cmp, partitioner) {
             let moved: u64 = c.input_bytes(0);
             for f in &c.inputs[0] {
                 edit.add_new_file(c.output_level, f.to_new_file());
@@ -92,11 +94,7 @@ impl DbInner {
         let (outputs, counts) = match outputs {
             Ok(o) => o,
             Err((e, numbers)) => {
-                for n in numbers {
-                    st.pending_outputs.remove(&n);
-                    self.table_cache.evict(n);
-                    let _ = self.fs.remove(&table_file_name(&self.dir, n));
-                }
+                self.discard_outputs(st, &numbers);
                 return Err(e);
             }
         };
@@ -376,6 +374,18 @@ impl Job<'_> {
             seen_key: false,
             limit: db.max_compaction_bytes(),
         };
+        let partitioner = db.opts.sst_partitioner.as_ref().map(|f| f.partitioner());
+        let mut cutter = OutputCutter::new(
+            &self.c.version,
+            &db.icmp,
+            self.c.output_level,
+            partitioner,
+            db.opts.stream_aware_cutting,
+            target,
+        );
+        // Children are the inputs in order: the newer level's files first.
+        let newer_children = self.c.inputs[0].len();
+        let has_older = !self.c.inputs[1].is_empty();
         let mut current_user_key: Option<Vec<u8>> = None;
         let mut last_stripe = usize::MAX;
         let (mut read, mut dropped) = (0u64, 0u64);
@@ -398,18 +408,21 @@ impl Job<'_> {
                 .as_deref()
                 .is_none_or(|k| ucmp.compare(k, p.user_key) != CmpOrdering::Equal);
             if new_user_key {
-                current_user_key = Some(p.user_key.to_vec());
-                last_stripe = usize::MAX;
                 // Cut only between user keys, so no user key spans two files.
                 let stop = grandparents.should_stop_before(p.user_key, ucmp);
-                if out
+                let size = out
                     .current
                     .as_ref()
-                    .is_some_and(|o| stop || o.builder.estimated_file_size() >= target)
-                {
+                    .map_or(0, |o| o.builder.estimated_file_size());
+                let from_newer = has_older.then(|| it.current_child() < newer_children);
+                let prev = out.current.as_ref().and(current_user_key.as_deref());
+                let cut = cutter.should_cut(prev, p.user_key, size, from_newer);
+                if out.current.is_some() && (cut || stop || size >= target) {
                     self.finish_output(out)?;
                     grandparents.reset();
                 }
+                current_user_key = Some(p.user_key.to_vec());
+                last_stripe = usize::MAX;
             }
             let stripe = self.stripe(p.sequence);
             let drop = if stripe == last_stripe {
@@ -430,6 +443,7 @@ impl Job<'_> {
                 let cur = out.current.as_mut().expect("output just started");
                 cur.stats.observe(key)?;
                 cur.builder.add(key, it.value())?;
+                cutter.wrote((key.len() + it.value().len()) as u64);
             }
             it.next();
         }
@@ -440,12 +454,7 @@ impl Job<'_> {
 
     fn start_output(&self, out: &mut Outputs) -> Result<()> {
         let db = self.db;
-        let number = {
-            let mut st = db.state.lock();
-            let n = st.versions.new_file_number();
-            st.pending_outputs.insert(n);
-            n
-        };
+        let number = db.new_output_number();
         out.numbers.push(number);
         let path = table_file_name(&db.dir, number);
         let file = db.fs.create(&path)?;

@@ -9,6 +9,7 @@ use crate::version::{FileMetaData, Version, NUM_LEVELS};
 
 use super::super::inner::{DbInner, DbState};
 use super::super::options::Options;
+use super::super::sst_partitioner::SstPartitioner;
 
 /// The last level; data settles here.
 pub(crate) const LAST_LEVEL: usize = NUM_LEVELS - 1;
@@ -102,10 +103,15 @@ impl Compaction {
     /// True when the inputs can move to the output level by a manifest
     /// edit alone: nothing there overlaps them and they do not overlap
     /// each other.
-    pub(crate) fn is_trivial_move(&self, ucmp: &dyn Comparator) -> bool {
+    pub(crate) fn is_trivial_move(
+        &self,
+        ucmp: &dyn Comparator,
+        partitioner: Option<&dyn SstPartitioner>,
+    ) -> bool {
         if !self.inputs[1].is_empty()
             || self.inputs[0].is_empty()
             || self.level == self.output_level
+            || !self.inputs[0].iter().all(|f| may_move(f, partitioner))
         {
             return false;
         }
@@ -152,6 +158,17 @@ pub(crate) fn key_range(
         .map(|f| f.largest.user_key())
         .max_by(|a, b| ucmp.compare(a, b))?;
     Some((lo.to_vec(), hi.to_vec()))
+}
+
+/// True unless the partitioner would cut `f`, which must then be rewritten.
+fn may_move(f: &FileMetaData, partitioner: Option<&dyn SstPartitioner>) -> bool {
+    partitioner.is_none_or(|p| p.can_do_trivial_move(f.smallest.user_key(), f.largest.user_key()))
+}
+
+/// True if the user-key ranges of two files share a key.
+fn files_overlap(a: &FileMetaData, b: &FileMetaData, ucmp: &dyn Comparator) -> bool {
+    ucmp.compare(a.smallest.user_key(), b.largest.user_key()) != CmpOrdering::Greater
+        && ucmp.compare(b.smallest.user_key(), a.largest.user_key()) != CmpOrdering::Greater
 }
 
 fn ranges_overlap(a: &(Vec<u8>, Vec<u8>), b: &(Vec<u8>, Vec<u8>), ucmp: &dyn Comparator) -> bool {
@@ -225,6 +242,9 @@ impl DbInner {
             if version.files(0).iter().any(|f| busy(f)) {
                 return None;
             }
+            if let Some(c) = self.level0_trivial_move(st, version, targets.base_level) {
+                return Some(c);
+            }
             let inputs0 = version.files(0).to_vec();
             return self.build_compaction(st, version, 0, targets.base_level, inputs0);
         }
@@ -238,10 +258,109 @@ impl DbInner {
                     || self.icmp.compare(f.largest.encoded(), pointer) == CmpOrdering::Greater
             })
             .unwrap_or(0);
-        (0..files.len())
-            .map(|i| &files[(start + i) % files.len()])
-            .filter(|f| !busy(f))
-            .find_map(|f| self.build_compaction(st, version, level, level + 1, vec![f.clone()]))
+        let mut c = (0..files.len())
+            .map(|i| (start + i) % files.len())
+            .filter(|&i| !busy(&files[i]))
+            .find_map(|i| {
+                let c =
+                    self.build_compaction(st, version, level, level + 1, vec![files[i].clone()]);
+                c.map(|c| (i, c))
+            });
+        if let Some((i, c)) = &mut c {
+            self.extend_trivial_move(st, version, *i, c);
+        }
+        c.map(|(_, c)| c)
+    }
+
+    fn partitioner(&self) -> Option<&dyn SstPartitioner> {
+        self.opts.sst_partitioner.as_ref().map(|f| f.partitioner())
+    }
+
+    /// The level-0 files that can go to `output_level` by a trivial move,
+    /// as one compaction, or None. Taken oldest first: a file may go down
+    /// only if it overlaps nothing in the output level, no other file
+    /// going down, and no older level-0 file that stays (which would then
+    /// hide it). The files of a flush cut per stream usually all qualify.
+    fn level0_trivial_move(
+        &self,
+        st: &DbState,
+        version: &Arc<Version>,
+        output_level: usize,
+    ) -> Option<Compaction> {
+        let ucmp = &*self.user_cmp;
+        let partitioner = self.partitioner();
+        let max_move_bytes = self.opts.target_file_size(output_level).saturating_mul(2);
+        let mut chosen: Vec<Arc<FileMetaData>> = Vec::new();
+        let mut staying: Vec<&Arc<FileMetaData>> = Vec::new();
+        for f in version.files(0).iter().rev() {
+            let (lo, hi) = (f.smallest.user_key(), f.largest.user_key());
+            let range = (lo.to_vec(), hi.to_vec());
+            let movable = f.file_size <= max_move_bytes
+                && may_move(f, partitioner)
+                && !staying.iter().any(|g| files_overlap(g, f, ucmp))
+                && !chosen.iter().any(|g| files_overlap(g, f, ucmp))
+                && version
+                    .overlapping_files(output_level, Some(lo), Some(hi), ucmp)
+                    .is_empty()
+                && !st
+                    .running
+                    .iter()
+                    .any(|(l, r)| *l == output_level && ranges_overlap(r, &range, ucmp));
+            if movable {
+                chosen.push(f.clone());
+            } else {
+                staying.push(f);
+            }
+        }
+        let range = key_range(&chosen, ucmp)?;
+        Some(Compaction {
+            level: 0,
+            output_level,
+            inputs: [chosen, Vec::new()],
+            grandparents: Vec::new(),
+            version: version.clone(),
+            range,
+            max_move_bytes,
+        })
+    }
+
+    /// Grows a trivial move of file `at` of its level into a run of the
+    /// consecutive files after it whose combined range still overlaps
+    /// nothing in the output level, up to `max_compaction_bytes`: a level
+    /// of small per-stream files goes down in a few manifest edits, not one
+    /// per file.
+    fn extend_trivial_move(&self, st: &DbState, version: &Version, at: usize, c: &mut Compaction) {
+        let ucmp = &*self.user_cmp;
+        let partitioner = self.partitioner();
+        if !c.is_trivial_move(ucmp, partitioner) {
+            return;
+        }
+        let files = version.files(c.level);
+        let limit = self.max_compaction_bytes();
+        let mut total = c.input_bytes(0);
+        for g in &files[at + 1..] {
+            if busy(g)
+                || g.file_size > c.max_move_bytes
+                || !may_move(g, partitioner)
+                || total + g.file_size > limit
+            {
+                break;
+            }
+            let range = (c.range.0.clone(), g.largest.user_key().to_vec());
+            let clear = version
+                .overlapping_files(c.output_level, Some(&range.0), Some(&range.1), ucmp)
+                .is_empty()
+                && !st
+                    .running
+                    .iter()
+                    .any(|(l, r)| *l == c.output_level && ranges_overlap(r, &range, ucmp));
+            if !clear {
+                break;
+            }
+            total += g.file_size;
+            c.inputs[0].push(g.clone());
+            c.range = range;
+        }
     }
 
     /// Completes a compaction from its first inputs, or None if it would

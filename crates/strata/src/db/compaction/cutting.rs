@@ -1,0 +1,354 @@
+//! Where a flush or compaction ends an output file besides its size:
+//! stream-aware cutting and the user's SST partitioner.
+//!
+//! Several ascending insert streams (one per device, tenant, shard) put a
+//! piece of every stream into each memtable. Cut by size alone, a flushed
+//! file spans all the streams, overlaps every file below it, and each byte
+//! is rewritten at every level. Two rules keep the outputs apart:
+//!
+//! - **Gap boundaries**: the files of the levels below the output (and, for
+//!   a flush, the level-0 files already there) divide the key space into
+//!   files and the gaps between them. An output is ended before the first
+//!   key that lies in another file or gap than the previous key, so each
+//!   output lies inside one gap (or one file) of every level below and can
+//!   later go down by trivial move. A level's position is found once with
+//!   the level's file search ([`Version::find_file`]) and then only moves
+//!   forward with the keys: no scan over the level.
+//! - **Newer runs**: in a compaction, a long run of keys from the newer
+//!   inputs followed by a key of the older inputs is new data that filled
+//!   a gap of the old data (a stream's new tail, followed by the next
+//!   stream's old head). The output is ended there, so the next flush of
+//!   that stream finds a gap between files. Under random writes the runs
+//!   are a few keys long and never reach the threshold.
+//!
+//! Both rules act only once the output holds `min_size` bytes, which bounds
+//! the number of files; the partitioner's cuts are always taken.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use crate::key::{Comparator, InternalKey, InternalKeyComparator, ValueKind, MAX_SEQUENCE_NUMBER};
+use crate::version::{FileMetaData, Version, NUM_LEVELS};
+
+use super::super::sst_partitioner::SstPartitioner;
+
+/// Where a key lies in one sorted level: before file `index` (in the gap)
+/// or inside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Place {
+    index: usize,
+    inside: bool,
+}
+
+/// A forward-only position in one level 1 or deeper.
+struct LevelCursor<'a> {
+    level: usize,
+    files: &'a [Arc<FileMetaData>],
+    /// None until the first key positions it with the file search.
+    place: Option<Place>,
+}
+
+impl LevelCursor<'_> {
+    /// Moves to `user_key` (at or after the previous key); true if it lies
+    /// in another file or gap than the previous key.
+    fn advance(
+        &mut self,
+        version: &Version,
+        icmp: &InternalKeyComparator,
+        user_key: &[u8],
+    ) -> bool {
+        let ucmp = icmp.user_comparator();
+        let mut index = match self.place {
+            Some(p) => p.index,
+            None => {
+                let seek = InternalKey::new(user_key, MAX_SEQUENCE_NUMBER, ValueKind::FOR_SEEK);
+                version.find_file(icmp, self.level, seek.encoded())
+            }
+        };
+        while index < self.files.len()
+            && ucmp.compare(self.files[index].largest.user_key(), user_key) == Ordering::Less
+        {
+            index += 1;
+        }
+        let inside = index < self.files.len()
+            && ucmp.compare(self.files[index].smallest.user_key(), user_key) != Ordering::Greater;
+        let place = Place { index, inside };
+        let moved = self.place.is_some_and(|p| p != place);
+        self.place = Some(place);
+        moved
+    }
+}
+
+/// Level-0 file edges, sorted: a flush is cut where it crosses one.
+struct Edges<'a> {
+    /// (user key, true for a largest key): a smallest key is crossed by
+    /// the first key at or after it, a largest key by the first key after it.
+    edges: Vec<(&'a [u8], bool)>,
+    next: usize,
+}
+
+impl<'a> Edges<'a> {
+    fn new(files: &'a [Arc<FileMetaData>], ucmp: &dyn Comparator) -> Self {
+        let mut edges: Vec<(&[u8], bool)> = files
+            .iter()
+            .flat_map(|f| [(f.smallest.user_key(), false), (f.largest.user_key(), true)])
+            .collect();
+        edges.sort_by(|a, b| ucmp.compare(a.0, b.0).then(a.1.cmp(&b.1)));
+        Edges { edges, next: 0 }
+    }
+
+    /// Moves to `user_key`; true if an edge lies between the previous key
+    /// and it (`first`: there is no previous key).
+    fn advance(&mut self, ucmp: &dyn Comparator, user_key: &[u8], first: bool) -> bool {
+        let start = self.next;
+        while let Some(&(edge, is_largest)) = self.edges.get(self.next) {
+            let crossed = match ucmp.compare(edge, user_key) {
+                Ordering::Less => true,
+                Ordering::Equal => !is_largest,
+                Ordering::Greater => false,
+            };
+            if !crossed {
+                break;
+            }
+            self.next += 1;
+        }
+        !first && self.next != start
+    }
+}
+
+/// Decides, key by key, where the outputs of one flush or compaction end.
+pub(crate) struct OutputCutter<'a> {
+    version: &'a Version,
+    icmp: &'a InternalKeyComparator,
+    levels: Vec<LevelCursor<'a>>,
+    l0: Option<Edges<'a>>,
+    partitioner: Option<&'a dyn SstPartitioner>,
+    /// Stream-aware cutting is on.
+    auto: bool,
+    min_size: u64,
+    seen_first: bool,
+    /// Bytes of the run of newer-input entries ending at the previous key.
+    newer_run: u64,
+    prev_newer: bool,
+}
+
+impl<'a> OutputCutter<'a> {
+    /// A cutter for outputs written into `output_level` of `version`.
+    /// `with_level0` adds the level-0 files (a flush, whose output joins
+    /// them); the levels below the output always count. The output level
+    /// itself adds nothing: every file of it that a compaction's range
+    /// touches is one of its inputs.
+    pub(crate) fn new(
+        version: &'a Version,
+        icmp: &'a InternalKeyComparator,
+        output_level: usize,
+        partitioner: Option<&'a dyn SstPartitioner>,
+        auto: bool,
+        target_file_size: u64,
+    ) -> Self {
+        let levels = if auto {
+            (output_level.max(1) + usize::from(output_level > 0)..NUM_LEVELS)
+                .filter(|&l| version.num_files(l) > 0)
+                .map(|level| LevelCursor {
+                    level,
+                    files: version.files(level),
+                    place: None,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let l0 = (auto && output_level == 0 && version.num_files(0) > 0)
+            .then(|| Edges::new(version.files(0), &**icmp.user_comparator()));
+        OutputCutter {
+            version,
+            icmp,
+            levels,
+            l0,
+            partitioner,
+            auto,
+            min_size: min_cut_size(target_file_size),
+            seen_first: false,
+            newer_run: 0,
+            prev_newer: false,
+        }
+    }
+
+    /// Called for each new user key before it is written. `prev` is the last
+    /// user key of the current output (None: no output is open), `size` the
+    /// output's estimated bytes, `from_newer` whether the key comes from a
+    /// newer input of a compaction (None for a flush). True: end the current
+    /// output first.
+    pub(crate) fn should_cut(
+        &mut self,
+        prev: Option<&[u8]>,
+        user_key: &[u8],
+        size: u64,
+        from_newer: Option<bool>,
+    ) -> bool {
+        let first = !self.seen_first;
+        self.seen_first = true;
+        let ucmp = &**self.icmp.user_comparator();
+        // Every cursor moves, whether or not an earlier one already crossed.
+        let mut crossed = false;
+        for cursor in &mut self.levels {
+            crossed |= cursor.advance(self.version, self.icmp, user_key);
+        }
+        if let Some(edges) = &mut self.l0 {
+            crossed |= edges.advance(ucmp, user_key, first);
+        }
+        let run_ended = match from_newer {
+            Some(newer) => {
+                let ended = self.prev_newer && !newer && self.newer_run >= self.min_size;
+                if !newer {
+                    self.newer_run = 0;
+                }
+                self.prev_newer = newer;
+                ended
+            }
+            None => false,
+        };
+        let Some(prev) = prev else {
+            return false;
+        };
+        // A boundary crossed while the output was below the minimum size is
+        // not remembered: cutting later would put the cut at no boundary.
+        self.partitioner
+            .is_some_and(|p| p.should_partition(prev, user_key, size))
+            || (self.auto && size >= self.min_size && (crossed || run_ended))
+    }
+
+    /// Counts `bytes` of an entry just written into the run of newer data.
+    pub(crate) fn wrote(&mut self, bytes: u64) {
+        if self.prev_newer {
+            self.newer_run += bytes;
+        }
+    }
+}
+
+/// The size below which no automatic cut is made: 1/128 of the target
+/// file size (512 KiB under the default 64 MiB), at least 4 KiB.
+pub(crate) fn min_cut_size(target_file_size: u64) -> u64 {
+    (target_file_size / 128).max(4096)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::BytewiseComparator;
+    use crate::version::{VersionBuilder, VersionEdit};
+
+    fn icmp() -> InternalKeyComparator {
+        InternalKeyComparator::new(Arc::new(BytewiseComparator))
+    }
+
+    /// A version with files `(level, smallest, largest)`.
+    fn version(files: &[(usize, &str, &str)]) -> Version {
+        let mut edit = VersionEdit::new();
+        for (i, &(level, lo, hi)) in files.iter().enumerate() {
+            edit.add_file(
+                level,
+                i as u64 + 10,
+                1000,
+                InternalKey::new(lo.as_bytes(), 5, ValueKind::Value),
+                InternalKey::new(hi.as_bytes(), 5, ValueKind::Value),
+                5,
+                5,
+            );
+        }
+        let base = Version::empty();
+        let mut b = VersionBuilder::new(icmp(), &base);
+        b.apply(&edit, "test", 0).unwrap();
+        b.build()
+    }
+
+    /// The keys before which `keys` (written in order, 1 MB each) are cut.
+    fn cuts(
+        v: &Version,
+        output_level: usize,
+        keys: &[&str],
+        newer: Option<&[bool]>,
+    ) -> Vec<String> {
+        let icmp = icmp();
+        let mut c = OutputCutter::new(v, &icmp, output_level, None, true, 64 << 20);
+        let mut out = Vec::new();
+        let mut prev: Option<&str> = None;
+        let mut size = 0;
+        for (i, k) in keys.iter().enumerate() {
+            let from_newer = newer.map(|n| n[i]);
+            if c.should_cut(prev.map(str::as_bytes), k.as_bytes(), size, from_newer) {
+                out.push(k.to_string());
+                size = 0;
+            }
+            prev = Some(k);
+            size += 1 << 20;
+            c.wrote(1 << 20);
+        }
+        out
+    }
+
+    #[test]
+    fn a_flush_is_cut_at_the_edges_of_files_below() {
+        // L2 holds a0..a5 and c0..c5: the gaps are (.., a0), (a5, c0), (c5, ..).
+        let v = version(&[(2, "a0", "a5"), (2, "c0", "c5")]);
+        let keys = ["a6", "a7", "b0", "c6", "c7", "d0"];
+        assert_eq!(cuts(&v, 0, &keys, None), vec!["c6"]);
+        // A key inside a file is a place of its own.
+        let keys = ["0", "a1", "a2", "a9"];
+        assert_eq!(cuts(&v, 0, &keys, None), vec!["a1", "a9"]);
+    }
+
+    #[test]
+    fn level0_edges_count_for_a_flush_only() {
+        let v = version(&[(0, "b0", "b5")]);
+        let keys = ["a0", "b1", "b6"];
+        assert_eq!(cuts(&v, 0, &keys, None), vec!["b1", "b6"]);
+        // A compaction into L1 takes the level-0 files as inputs.
+        assert!(cuts(&v, 1, &keys, None).is_empty());
+    }
+
+    #[test]
+    fn the_output_level_adds_no_boundaries() {
+        // Every file of the output level in a compaction's range is an input.
+        let v = version(&[(1, "a0", "a5"), (1, "c0", "c5"), (2, "b0", "b1")]);
+        let keys = ["a0", "a9", "b0", "b2", "c0"];
+        assert_eq!(cuts(&v, 1, &keys, None), vec!["b0", "b2"]);
+    }
+
+    #[test]
+    fn a_long_newer_run_ends_an_output_where_older_data_resumes() {
+        let v = version(&[]);
+        // Old a, new a (two entries), old b, new b: cut before old b.
+        let keys = ["a0", "a1", "a2", "b0", "b1"];
+        let newer = [false, true, true, false, true];
+        assert_eq!(cuts(&v, 1, &keys, Some(&newer)), vec!["b0"]);
+        // Short runs (random writes) never cut.
+        let icmp = icmp();
+        let mut c = OutputCutter::new(&v, &icmp, 1, None, true, 64 << 20);
+        let mut prev = String::new();
+        for i in 0..1000 {
+            let k = format!("k{i:04}");
+            let cut = c.should_cut(
+                (i > 0).then_some(prev.as_bytes()),
+                k.as_bytes(),
+                u64::from(i as u32) * 100,
+                Some(i % 2 == 0),
+            );
+            assert!(!cut, "cut before {k}");
+            c.wrote(100);
+            prev = k;
+        }
+    }
+
+    #[test]
+    fn nothing_is_cut_below_the_minimum_size_or_when_off() {
+        let v = version(&[(2, "b0", "b5")]);
+        let icmp = icmp();
+        let mut c = OutputCutter::new(&v, &icmp, 0, None, true, 64 << 20);
+        assert!(!c.should_cut(None, b"a", 0, None));
+        assert!(!c.should_cut(Some(b"a"), b"c", 100, None));
+        let mut off = OutputCutter::new(&v, &icmp, 0, None, false, 64 << 20);
+        assert!(!off.should_cut(None, b"a", 0, None));
+        assert!(!off.should_cut(Some(b"a"), b"c", 64 << 20, None));
+    }
+}
