@@ -37,7 +37,10 @@
 #                 after the fill may overlap compactions the fill left pending,
 #                 and RocksDB starts them again when it reopens)
 #   W2_TYPES      data block index types for W2 (default "0 1")
-#   W4_S          stream counts for W4 (default "1 2 4 8 16 32 64")
+#   W4_S          stream counts for W4 (default "1 2 4 8 16 32 64"); W4 also
+#                 runs the largest S with Strata's fixed-prefix partitioner
+#                 (Strata only), one descending stream, and three sequential
+#                 runs on one database
 #   W6_BENCHMARKS W6's benchmark list (default WORKLOADS.md's six; at scale 1
 #                 readwhilewriting alone takes 2-3 minutes per engine)
 #
@@ -196,7 +199,15 @@ writeamp() {
     for e in "${ENGINES[@]}"; do
         local out="$LOG_DIR/$name-$e$RUN_SUFFIX.out" wa
         if [[ $e == strata ]]; then
-            wa=$(sed -n -E 's/^Write amplification \(flush \+ compaction bytes \/ user bytes\): ([0-9.]+).*/\1/p' "$out" | head -n1)
+            # Flushed + compaction bytes over the same user bytes as RocksDB's
+            # (Strata's own figure divides by batch bytes, headers included).
+            wa=$(awk -v ub="$ub" '
+                function bytes(v, u) { return v * (u == "GB" ? 1073741824 : u == "MB" ? 1048576 : u == "KB" ? 1024 : 1) }
+                /^User writes: / {
+                    split($0, a, /flushed: |; compaction writes: |; moved: /)
+                    split(a[2], f, " "); split(a[3], c, " ")
+                    printf "%.2f", (bytes(f[1], f[2]) + bytes(c[1], c[2])) / ub; exit
+                }' "$out")
         else
             # RocksDB: the Sum row's Write(GB) counts flushes and compactions.
             wa=$(awk -v ub="$ub" '/^Cumulative compaction: / { printf "%.2f", $3 * 1073741824 / ub; exit }' "$out")
@@ -265,18 +276,58 @@ w3() {
     done
 }
 
+# medianfile LABEL NAME: Strata's median table file size (its levelstats
+# "All" row; RocksDB's levelstats has no median)
+medianfile() {
+    local label=$1 name=$2 m
+    m=$(awk '/^  All / { print $4; exit }' "$LOG_DIR/$name-strata$RUN_SUFFIX.out")
+    EXTRA+=("$W$RUN_SUFFIX $label: median file size, strata: ${m:--} MB")
+}
+
+# w4_step LABEL NAME DBKEY USER_BYTES ARGS...: one W4 fill and its report
+w4_step() {
+    local label=$1 name=$2 dbkey=$3 ub=$4
+    shift 4
+    step "$name" "$dbkey" --benchmarks="${W4_BENCH:-fillseq}",stats,levelstats --key_size=16 --value_size=100 \
+        --compression_type=none --seed=1 "$@"
+    writeamp "$label" "$name" "$ub"
+    levelfiles "$label" "$name"
+    medianfile "$label" "$name"
+}
+
+# W4: S concurrent ascending streams for each S of W4_S, then one
+# descending stream, then three ascending streams written one after another
+# into one database (the middle third of the key space, then the low third,
+# then the high third; write-amp per run). db_bench has no
+# --seq_descending or --key_offset: it sits out those two.
 w4() {
-    local N S K ub
+    local N S K ub third
     N=$(scaled 20000000)
     ub=$((N * (16 + 100)))
     for S in ${W4_S:-1 2 4 8 16 32 64}; do
         K=$((N / S))
-        step "S$S" "disk:w4s$S" --benchmarks=fillseq,stats --num="$N" --key_size=16 --value_size=100 \
-            --compression_type=none --keys_per_prefix="$K" --prefix_size=8 --seed=1
+        w4_step "S=$S" "S$S" "disk:w4s$S" "$ub" --num="$N" --keys_per_prefix="$K" --prefix_size=8
         sizes "S=$S" "disk:w4s$S"
-        writeamp "S=$S" "S$S" "$ub"
         rm -rf -- "$DISK_WORK"/w4s"$S"-*
     done
+    local saved=("${ENGINES[@]}")
+    # The rocksdb crate cannot set RocksDB's partitioner: Strata alone.
+    ENGINES=(strata)
+    w4_step "S=$S partitioner" "S${S}p" "disk:w4s${S}p" "$ub" --num="$N" --keys_per_prefix="$K" \
+        --prefix_size=8 --sst_partitioner_fixed_prefix=8
+    rm -rf -- "$DISK_WORK"/w4s"$S"p-*
+    ENGINES=(rocksdb strata)
+    w4_step "descending" "desc" "disk:w4desc" "$ub" --num="$N" --seq_descending=1
+    rm -rf -- "$DISK_WORK"/w4desc-*
+    third=$((N / 3))
+    w4_step "seq run 1 (middle)" "seq1" "disk:w4seq" "$((third * 116))" --num="$third" --key_offset="$third"
+    W4_BENCH=appendseq w4_step "seq run 2 (low)" "seq2" "disk:w4seq" "$((third * 116))" --num="$third" \
+        --use_existing_db=1
+    W4_BENCH=appendseq w4_step "seq run 3 (high)" "seq3" "disk:w4seq" "$((third * 116))" --num="$third" \
+        --use_existing_db=1 --key_offset="$((2 * third))"
+    sizes "seq runs" "disk:w4seq"
+    rm -rf -- "$DISK_WORK"/w4seq-*
+    ENGINES=("${saved[@]}")
 }
 
 # W5: per V, each engine fills a fresh database (rows in order, WAL off),

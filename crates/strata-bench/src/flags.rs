@@ -207,6 +207,14 @@ define_flags! {
     prefix_size: i32 = 0;
     /// Write keys num-1 down to 0 in fillseq (ours; db_bench has no such flag).
     seq_descending: bool = false;
+    /// Added to every key number (ours: W4 writes streams one after another
+    /// into different ranges of one database).
+    key_offset: i64 = 0;
+    /// Cut table files where the first N key bytes change: Strata's
+    /// SstPartitionerFactory::fixed_prefix (ours; 0: no partitioner).
+    sst_partitioner_fixed_prefix: i32 = 0;
+    /// Strata's stream-aware cutting of flush and compaction outputs (ours).
+    stream_aware_cutting: bool = true;
     /// Versions of each row in fillmvcc and mvccscan (W5; ours).
     versions_per_key: i64 = 1;
     /// How mvccscan goes from row to row: next, next_prefix, prev_prefix or seek_successor (W5; ours).

@@ -24,6 +24,8 @@ pub struct KeyFormat {
     key_size: usize,
     prefix_size: usize,
     keys_per_prefix: u64,
+    /// Added to every key number (`--key_offset`).
+    offset: u64,
 }
 
 /// Bytes of the integer written into a key (and into a prefix).
@@ -46,7 +48,13 @@ impl KeyFormat {
             key_size,
             prefix_size,
             keys_per_prefix,
+            offset: 0,
         })
+    }
+
+    /// The same format with `offset` added to every key number.
+    pub fn with_offset(&self, offset: u64) -> KeyFormat {
+        KeyFormat { offset, ..*self }
     }
 
     /// Bytes of every key.
@@ -69,6 +77,7 @@ impl KeyFormat {
     /// `num_keys` is `--num`: it sets the number of prefixes.
     pub fn fill(&self, v: u64, num_keys: u64, key: &mut [u8]) {
         assert_eq!(key.len(), self.key_size, "key buffer of the wrong size");
+        let v = v.wrapping_add(self.offset);
         let mut pos = 0;
         // keys_per_prefix = 0: no prefix. The runner checks num >=
         // keys_per_prefix, so there is at least one prefix.

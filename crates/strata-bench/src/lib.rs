@@ -15,6 +15,7 @@
 //! Benchmarks (`--benchmarks`, comma-separated, run in order):
 //!
 //! - `fillseq`: write `--num` keys in order, on a fresh database;
+//! - `appendseq`: fillseq's writes into the existing database (ours);
 //! - `fillrandom`: write `--num` random keys (with repeats), fresh database;
 //! - `filluniquerandom`: write every key once in random order, fresh database;
 //! - `fillsync`: write `--num`/1000 random keys, syncing each, fresh database;

@@ -28,6 +28,7 @@
 //!
 //! run flags: --threads=4 --keys=10000 --groups=100 --group_size=5
 //!     --value_size_max=100 --seed=0 --sync=0 --disable_wal=0
+//!     --streams=4 (ascending insert streams half the single puts follow)
 //!     --flush_interval_ms=300 (explicit flushes when the log is off)
 //!     --duration_ms=10000 --ops_per_thread=unlimited
 //!     --manifest_fault_interval_ms=0 (N > 0: every N ms, fail one manifest
@@ -35,7 +36,8 @@
 //!     --write_buffer_size=65536 --target_file_size_base=65536
 //!     --max_bytes_for_level_base=262144 --level0_file_num_compaction_trigger=4
 //!     --max_background_jobs=2 --compression=snappy --bloom_bits=10
-//!     --block_size=4096 --cache_size=1048576
+//!     --block_size=4096 --cache_size=1048576 --stream_aware_cutting=1
+//!     --sst_partitioner_prefix=0 (N > 0: a fixed-prefix SST partitioner)
 //! ```
 //!
 //! Exit status: 0 passed, 1 bad usage or setup, 2 verification failed.
@@ -65,6 +67,7 @@ const RUN_FLAGS: &[&str] = &[
     "duration_ms",
     "manifest_fault_interval_ms",
     "ops_per_thread",
+    "streams",
 ];
 
 fn main() {

@@ -22,7 +22,7 @@
 //! healthy file system, settles the writes in flight, checks that the files
 //! on disk are exactly the live ones, and goes on with the next round.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,7 +31,7 @@ use rand::{Rng, SeedableRng};
 use strata::env::{FaultInjectionFileSystem, FaultRule, FileOp, PosixFileSystem};
 use strata::{
     BlockBasedOptions, Cache, DBCompressionType, DBRawIterator, Direction, Error, IteratorMode,
-    Options, ReadOptions, Snapshot, WriteBatch, WriteOptions, DB,
+    Options, ReadOptions, Snapshot, SstPartitionerFactory, WriteBatch, WriteOptions, DB,
 };
 
 use crate::expected::{ExpectedState, History, Shape, Slot};
@@ -52,6 +52,8 @@ pub const DB_FLAGS: &[&str] = &[
     "bloom_bits",
     "block_size",
     "cache_size",
+    "stream_aware_cutting",
+    "sst_partitioner_prefix",
 ];
 
 /// Prints a verification failure and exits with status 2.
@@ -87,6 +89,12 @@ pub fn db_options(flags: &Flags) -> Result<Options, String> {
         flags.get("cache_size", 1usize << 20)?,
     ));
     o.set_block_based_table_factory(&table);
+    o.set_stream_aware_cutting(flags.flag("stream_aware_cutting", true)?);
+    // Keys are "k" and 8 digits: a prefix of 6 bytes groups 1,000 slots.
+    match flags.get("sst_partitioner_prefix", 0usize)? {
+        0 => {}
+        n => o.set_sst_partitioner_factory(SstPartitionerFactory::fixed_prefix(n)),
+    }
     Ok(o)
 }
 
@@ -141,6 +149,9 @@ struct Ctx<'a> {
     history: Option<&'a Mutex<History>>,
     wo: WriteOptions,
     value_size_max: usize,
+    /// Ascending insert streams that half the single puts follow (0: none).
+    streams: u32,
+    stream_pos: AtomicU32,
     ops: AtomicU64,
     reads_verified: AtomicU64,
     stop: AtomicBool,
@@ -451,7 +462,18 @@ impl Ctx<'_> {
     fn random_write(&self, rng: &mut StdRng, roll: u32) {
         let keys = self.shape.keys;
         if roll < 30 {
-            self.write(&[(rng.gen_range(0..keys), true)]);
+            // Half the puts follow one of the ascending streams, each over
+            // its share of the key space, so that flushes and compactions
+            // cut between streams (stream-aware cutting).
+            let slot = match self.streams {
+                s if s > 0 && keys >= s && rng.gen_bool(0.5) => {
+                    let share = keys / s;
+                    let pos = self.stream_pos.fetch_add(1, Ordering::Relaxed);
+                    rng.gen_range(0..s) * share + pos % share
+                }
+                _ => rng.gen_range(0..keys),
+            };
+            self.write(&[(slot, true)]);
         } else if roll < 38 {
             self.write(&[(rng.gen_range(0..keys), false)]);
         } else if roll < 48 {
@@ -536,6 +558,7 @@ struct RunSetup<'a> {
     ops_per_thread: u64,
     wo: WriteOptions,
     value_size_max: usize,
+    streams: u32,
     history: Option<Mutex<History>>,
     flush_interval: Duration,
     /// The file system and interval of manifest failures, if asked for.
@@ -586,6 +609,7 @@ pub fn run(flags: &Flags) -> Result<RunStats, Failure> {
         None
     };
     let value_size_max: usize = flags.get("value_size_max", 100)?;
+    let streams: u32 = flags.get("streams", 4)?;
     let setup = RunSetup {
         expected: &expected,
         shape,
@@ -595,6 +619,7 @@ pub fn run(flags: &Flags) -> Result<RunStats, Failure> {
         ops_per_thread: flags.get("ops_per_thread", u64::MAX)?,
         wo,
         value_size_max,
+        streams,
         history,
         flush_interval: Duration::from_millis(flags.get("flush_interval_ms", 300)?),
         faults,
@@ -657,6 +682,8 @@ fn run_round(db: &DB, setup: &RunSetup<'_>, round: u64, stats: &mut RunStats) ->
         history: setup.history.as_ref(),
         wo: setup.wo.clone(),
         value_size_max: setup.value_size_max,
+        streams: setup.streams,
+        stream_pos: AtomicU32::new(0),
         ops: AtomicU64::new(0),
         reads_verified: AtomicU64::new(0),
         stop: AtomicBool::new(false),

@@ -59,6 +59,14 @@ fn options(fs: &FaultInjectionFileSystem, rng: &mut StdRng) -> (Options, Option<
     if let Some(n) = prefix_len {
         opts.set_prefix_extractor(strata_kv::SliceTransform::create_fixed_prefix(n));
     }
+    // Stream-aware cutting on or off, sometimes with a partitioner: the
+    // answers must not change.
+    opts.set_stream_aware_cutting(rng.gen_bool(0.5));
+    if rng.gen_bool(0.25) {
+        opts.set_sst_partitioner_factory(strata_kv::SstPartitionerFactory::fixed_prefix(
+            rng.gen_range(5..8),
+        ));
+    }
     (opts, prefix_len)
 }
 
@@ -322,7 +330,22 @@ fn run_seed(seed: u64, ops: u64) {
                     db.delete(&k).unwrap();
                     model.remove(&k);
                 }
-                500..=549 => {
+                500..=504 => {
+                    // Several ascending streams at once, long enough for
+                    // flushes and compactions to cut between them.
+                    let streams = rng.gen_range(2..5u32);
+                    let len = rng.gen_range(50..200u32);
+                    let starts: Vec<u32> = (0..streams).map(|s| s * (2000 / streams)).collect();
+                    for i in 0..len {
+                        for s in &starts {
+                            let k = format!("key{:05}", (s + i) % 2000).into_bytes();
+                            let v = value(&mut rng);
+                            db.put(&k, &v).unwrap();
+                            model.insert(k, v);
+                        }
+                    }
+                }
+                505..=549 => {
                     let mut b = WriteBatch::default();
                     for _ in 0..rng.gen_range(1..20) {
                         let k = key(&mut rng);

@@ -23,7 +23,9 @@ use rand::{Rng, SeedableRng};
 use strata_kv::env::{
     CrashMode, FaultInjectionFileSystem, FaultRule, FileOp, FileSystem, MemFileSystem,
 };
-use strata_kv::{DBCompressionType, IteratorMode, Options, WriteBatch, WriteOptions, DB};
+use strata_kv::{
+    DBCompressionType, IteratorMode, Options, SstPartitionerFactory, WriteBatch, WriteOptions, DB,
+};
 
 const KEYS: u32 = 300;
 const DB_DIR: &str = "/db";
@@ -76,6 +78,12 @@ fn options(fs: &FaultInjectionFileSystem, rng: &mut StdRng) -> Options {
         DBCompressionType::Snappy
     };
     o.set_compression_type(compression);
+    // Cutting on (the default) most of the time, sometimes off or with a
+    // partitioner ("k" and two digits: 100 keys per partition).
+    o.set_stream_aware_cutting(rng.gen_ratio(4, 5));
+    if rng.gen_ratio(1, 4) {
+        o.set_sst_partitioner_factory(SstPartitionerFactory::fixed_prefix(3));
+    }
     o
 }
 
@@ -83,7 +91,10 @@ fn key(i: u32) -> Vec<u8> {
     format!("k{i:04}").into_bytes()
 }
 
-fn random_write(rng: &mut StdRng, tag: &str) -> Write {
+/// A write of random keys, or (half the time) of the next key of one of
+/// four ascending streams over quarters of the key space, whose flushes are
+/// cut into several tables (stream-aware cutting); `op` drives the streams.
+fn random_write(rng: &mut StdRng, tag: &str, op: usize) -> Write {
     let value = |rng: &mut StdRng| {
         let mut v = format!("{tag}:").into_bytes();
         v.resize(
@@ -97,9 +108,15 @@ fn random_write(rng: &mut StdRng, tag: &str) -> Write {
     } else {
         1
     };
+    let streams = rng.gen_bool(0.5);
     (0..n)
-        .map(|_| {
-            let k = key(rng.gen_range(0..KEYS));
+        .map(|j| {
+            let k = if streams {
+                let quarter = KEYS / 4;
+                key(rng.gen_range(0..4) * quarter + (op + j) as u32 % quarter)
+            } else {
+                key(rng.gen_range(0..KEYS))
+            };
             let v = (!rng.gen_ratio(1, 5)).then(|| value(rng));
             (k, v)
         })
@@ -254,7 +271,7 @@ fn workload(db: &DB, rng: &mut StdRng, h: &mut History, ops: usize, disable_wal:
             }
             ok
         } else {
-            let write = random_write(rng, &format!("{tag}.{i}"));
+            let write = random_write(rng, &format!("{tag}.{i}"), i);
             let mut wo = WriteOptions::default();
             let sync = !disable_wal && rng.gen_ratio(1, 4);
             wo.set_sync(sync);

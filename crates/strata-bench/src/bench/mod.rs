@@ -27,6 +27,7 @@ use ops::{Method, Params, Shared, ThreadState};
 /// Every benchmark name the tool runs.
 pub const BENCHMARKS: &[&str] = &[
     "fillseq",
+    "appendseq",
     "fillrandom",
     "filluniquerandom",
     "fillsync",
@@ -170,6 +171,9 @@ fn check_flags(f: &Flags) -> Result<()> {
             "--value_size, --prefix_size and --keys_per_prefix must not be negative".into(),
         );
     }
+    if f.key_offset < 0 || f.sst_partitioner_fixed_prefix < 0 {
+        return bad("--key_offset and --sst_partitioner_fixed_prefix must not be negative".into());
+    }
     if !(0.0..=1.0).contains(&f.compression_ratio) || f.compression_ratio.is_nan() {
         return bad(format!(
             "--compression_ratio must be between 0 and 1, got {}",
@@ -216,7 +220,8 @@ impl<'o> Runner<'o> {
             flags.key_size as usize,
             flags.prefix_size as usize,
             flags.keys_per_prefix as u64,
-        )?;
+        )?
+        .with_offset(flags.key_offset as u64);
         Ok(Runner {
             engine_name: flags.engine.clone(),
             config,
@@ -404,6 +409,9 @@ impl<'o> Runner<'o> {
         };
         Ok(match name {
             "fillseq" => write(WriteOrder::Sequential { descending: false }),
+            // fillseq's writes into the database as it is (ours: W4's
+            // sequential runs; db_bench's fills always start fresh).
+            "appendseq" => run(Method::Write(WriteOrder::Sequential { descending: false })),
             "fillrandom" => write(WriteOrder::Random),
             "filluniquerandom" => {
                 if threads > 1 {

@@ -146,6 +146,10 @@ pub struct EngineConfig {
     /// The benchmarks include W5's (`fillmvcc`, `mvccscan`): Strata then
     /// sets an 8-byte prefix extractor for its prefix steps (ours).
     pub mvcc_rows: bool,
+    /// `--sst_partitioner_fixed_prefix` (Strata only; 0: none).
+    pub sst_partitioner_fixed_prefix: usize,
+    /// `--stream_aware_cutting` (Strata only).
+    pub stream_aware_cutting: bool,
 }
 
 fn positive<T: TryFrom<i64>>(name: &str, v: i64) -> Result<T> {
@@ -202,6 +206,8 @@ impl EngineConfig {
                 .benchmarks
                 .split(',')
                 .any(|b| b == "fillmvcc" || b == "mvccscan"),
+            sst_partitioner_fixed_prefix: f.sst_partitioner_fixed_prefix.max(0) as usize,
+            stream_aware_cutting: f.stream_aware_cutting,
         })
     }
 

@@ -256,6 +256,13 @@ pub fn engine_names() -> &'static [&'static str] {
 pub fn check(name: &str, cfg: &EngineConfig) -> Result<()> {
     match name {
         "strata" => strata_engine::check(cfg),
+        // The rocksdb crate has no setter for RocksDB's partitioner.
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" if cfg.sst_partitioner_fixed_prefix > 0 => Err(Error::Usage(
+            "--sst_partitioner_fixed_prefix is Strata's: the rocksdb crate cannot set \
+             RocksDB's partitioner"
+                .into(),
+        )),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => Ok(()),
         #[cfg(not(feature = "rocksdb"))]

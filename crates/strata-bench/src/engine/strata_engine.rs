@@ -5,7 +5,7 @@ use std::path::Path;
 
 use strata::{
     BlockBasedOptions, Cache, DBCompressionType, DataBlockIndexType, Options, ReadOptions,
-    SliceTransform, WriteBatch, WriteOptions, DB,
+    SliceTransform, SstPartitionerFactory, WriteBatch, WriteOptions, DB,
 };
 
 use crate::bench::ROW_BYTES;
@@ -93,6 +93,12 @@ fn options(cfg: &EngineConfig, create: bool) -> Options {
     // As db_bench gives RocksDB a fixed-prefix extractor for --prefix_size;
     // W5's rows are 8 bytes (the RocksDB side does not need one: it has no
     // prefix steps, and W5's reference program sets none).
+    if cfg.sst_partitioner_fixed_prefix > 0 {
+        o.set_sst_partitioner_factory(SstPartitionerFactory::fixed_prefix(
+            cfg.sst_partitioner_fixed_prefix,
+        ));
+    }
+    o.set_stream_aware_cutting(cfg.stream_aware_cutting);
     if cfg.prefix_size > 0 {
         o.set_prefix_extractor(SliceTransform::create_fixed_prefix(cfg.prefix_size));
     } else if cfg.mvcc_rows {

@@ -610,3 +610,38 @@ fn level_zero_expansion_is_transitive() {
     add_live_files(&v, &mut live);
     assert_eq!(live, HashSet::from([1, 2, 3, 4]));
 }
+
+#[test]
+fn level0_depth_counts_files_stacked_on_one_key() {
+    let build = |ranges: &[(&str, &str)]| {
+        let mut edit = VersionEdit::new();
+        for (i, (lo, hi)) in ranges.iter().enumerate() {
+            let seq = i as u64 + 1;
+            edit.add_file(
+                0,
+                seq + 10,
+                100,
+                ikey(lo.as_bytes(), seq),
+                ikey(hi.as_bytes(), seq),
+                seq,
+                seq,
+            );
+        }
+        let base = Version::empty();
+        let mut b = VersionBuilder::new(icmp(), &base);
+        b.apply(&edit, "test", 0).unwrap();
+        b.build()
+    };
+    assert_eq!(build(&[]).level0_depth(), 0);
+    // One flush cut per stream: many files, depth one.
+    assert_eq!(
+        build(&[("a", "b"), ("c", "d"), ("e", "f")]).level0_depth(),
+        1
+    );
+    // Closed ranges: sharing an end key is overlapping.
+    assert_eq!(build(&[("a", "c"), ("c", "d")]).level0_depth(), 2);
+    assert_eq!(
+        build(&[("a", "z"), ("b", "c"), ("d", "e"), ("d", "d")]).level0_depth(),
+        3
+    );
+}

@@ -14,11 +14,14 @@
 //!   later go down by trivial move. A level's position is found once with
 //!   the level's file search ([`Version::find_file`]) and then only moves
 //!   forward with the keys: no scan over the level.
-//! - **Newer runs**: in a compaction, a long run of keys from the newer
-//!   inputs followed by a key of the older inputs is new data that filled
-//!   a gap of the old data (a stream's new tail, followed by the next
-//!   stream's old head). The output is ended there, so the next flush of
-//!   that stream finds a gap between files. Under random writes the runs
+//! - **Newer runs**: in a compaction, a long run of keys from one input
+//!   followed by a key of an older input is new data that filled a gap of
+//!   the old data (a stream's new tail, followed by the next stream's old
+//!   head). The output is ended there, so the next flush of that stream
+//!   finds a gap between files. Inputs rank by age: each level-0 file on
+//!   its own (newest first), the upper level's file, then the output
+//!   level's files together (their own boundaries are not kept, or every
+//!   output would end at an old file's edge). Under random writes the runs
 //!   are a few keys long and never reach the threshold.
 //!
 //! Both rules act only once the output holds `min_size` bytes, which bounds
@@ -127,9 +130,10 @@ pub(crate) struct OutputCutter<'a> {
     auto: bool,
     min_size: u64,
     seen_first: bool,
-    /// Bytes of the run of newer-input entries ending at the previous key.
-    newer_run: u64,
-    prev_newer: bool,
+    /// Bytes of the run of entries from one input ending at the previous
+    /// key, and that input's age rank.
+    run_bytes: u64,
+    run_source: Option<u32>,
 }
 
 impl<'a> OutputCutter<'a> {
@@ -169,22 +173,22 @@ impl<'a> OutputCutter<'a> {
             auto,
             min_size: min_cut_size(target_file_size),
             seen_first: false,
-            newer_run: 0,
-            prev_newer: false,
+            run_bytes: 0,
+            run_source: None,
         }
     }
 
     /// Called for each new user key before it is written. `prev` is the last
     /// user key of the current output (None: no output is open), `size` the
-    /// output's estimated bytes, `from_newer` whether the key comes from a
-    /// newer input of a compaction (None for a flush). True: end the current
-    /// output first.
+    /// output's estimated bytes, `source` the age rank of the compaction
+    /// input the key comes from (0 newest; None for a flush). True: end the
+    /// current output first.
     pub(crate) fn should_cut(
         &mut self,
         prev: Option<&[u8]>,
         user_key: &[u8],
         size: u64,
-        from_newer: Option<bool>,
+        source: Option<u32>,
     ) -> bool {
         let first = !self.seen_first;
         self.seen_first = true;
@@ -197,17 +201,13 @@ impl<'a> OutputCutter<'a> {
         if let Some(edges) = &mut self.l0 {
             crossed |= edges.advance(ucmp, user_key, first);
         }
-        let run_ended = match from_newer {
-            Some(newer) => {
-                let ended = self.prev_newer && !newer && self.newer_run >= self.min_size;
-                if !newer {
-                    self.newer_run = 0;
-                }
-                self.prev_newer = newer;
-                ended
-            }
-            None => false,
-        };
+        let mut run_ended = false;
+        if source != self.run_source {
+            run_ended = matches!((self.run_source, source), (Some(a), Some(b)) if b > a)
+                && self.run_bytes >= self.min_size;
+            self.run_source = source;
+            self.run_bytes = 0;
+        }
         let Some(prev) = prev else {
             return false;
         };
@@ -218,11 +218,9 @@ impl<'a> OutputCutter<'a> {
             || (self.auto && size >= self.min_size && (crossed || run_ended))
     }
 
-    /// Counts `bytes` of an entry just written into the run of newer data.
+    /// Counts `bytes` of an entry just written into the current run.
     pub(crate) fn wrote(&mut self, bytes: u64) {
-        if self.prev_newer {
-            self.newer_run += bytes;
-        }
+        self.run_bytes += bytes;
     }
 }
 
@@ -267,7 +265,7 @@ mod tests {
         v: &Version,
         output_level: usize,
         keys: &[&str],
-        newer: Option<&[bool]>,
+        sources: Option<&[u32]>,
     ) -> Vec<String> {
         let icmp = icmp();
         let mut c = OutputCutter::new(v, &icmp, output_level, None, true, 64 << 20);
@@ -275,8 +273,8 @@ mod tests {
         let mut prev: Option<&str> = None;
         let mut size = 0;
         for (i, k) in keys.iter().enumerate() {
-            let from_newer = newer.map(|n| n[i]);
-            if c.should_cut(prev.map(str::as_bytes), k.as_bytes(), size, from_newer) {
+            let source = sources.map(|n| n[i]);
+            if c.should_cut(prev.map(str::as_bytes), k.as_bytes(), size, source) {
                 out.push(k.to_string());
                 size = 0;
             }
@@ -320,8 +318,11 @@ mod tests {
         let v = version(&[]);
         // Old a, new a (two entries), old b, new b: cut before old b.
         let keys = ["a0", "a1", "a2", "b0", "b1"];
-        let newer = [false, true, true, false, true];
-        assert_eq!(cuts(&v, 1, &keys, Some(&newer)), vec!["b0"]);
+        let sources = [9, 0, 0, 9, 0];
+        assert_eq!(cuts(&v, 1, &keys, Some(&sources)), vec!["b0"]);
+        // Three level-0 files of one stream, then the oldest's next stream.
+        let keys = ["a0", "a1", "a2", "b0"];
+        assert_eq!(cuts(&v, 1, &keys, Some(&[2, 1, 0, 2])), vec!["b0"]);
         // Short runs (random writes) never cut.
         let icmp = icmp();
         let mut c = OutputCutter::new(&v, &icmp, 1, None, true, 64 << 20);
@@ -332,7 +333,7 @@ mod tests {
                 (i > 0).then_some(prev.as_bytes()),
                 k.as_bytes(),
                 u64::from(i as u32) * 100,
-                Some(i % 2 == 0),
+                Some(if i % 2 == 0 { 0 } else { 9 }),
             );
             assert!(!cut, "cut before {k}");
             c.wrote(100);

@@ -383,9 +383,17 @@ impl Job<'_> {
             db.opts.stream_aware_cutting,
             target,
         );
-        // Children are the inputs in order: the newer level's files first.
-        let newer_children = self.c.inputs[0].len();
-        let has_older = !self.c.inputs[1].is_empty();
+        // Children are the inputs in order: the upper level's files first
+        // (level 0: newest first). Their age ranks, for the cutter: each
+        // level-0 file its own, the output level's files one rank.
+        let upper = self.c.inputs[0].len();
+        let rank = |child: usize| -> u32 {
+            match child {
+                c if c >= upper => u32::MAX,
+                c if self.c.level == 0 => c as u32,
+                _ => 0,
+            }
+        };
         let mut current_user_key: Option<Vec<u8>> = None;
         let mut last_stripe = usize::MAX;
         let (mut read, mut dropped) = (0u64, 0u64);
@@ -414,9 +422,9 @@ impl Job<'_> {
                     .current
                     .as_ref()
                     .map_or(0, |o| o.builder.estimated_file_size());
-                let from_newer = has_older.then(|| it.current_child() < newer_children);
+                let source = Some(rank(it.current_child()));
                 let prev = out.current.as_ref().and(current_user_key.as_deref());
-                let cut = cutter.should_cut(prev, p.user_key, size, from_newer);
+                let cut = cutter.should_cut(prev, p.user_key, size, source);
                 if out.current.is_some() && (cut || stop || size >= target) {
                     self.finish_output(out)?;
                     grandparents.reset();

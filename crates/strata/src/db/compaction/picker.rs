@@ -165,6 +165,30 @@ fn may_move(f: &FileMetaData, partitioner: Option<&dyn SstPartitioner>) -> bool 
     partitioner.is_none_or(|p| p.can_do_trivial_move(f.smallest.user_key(), f.largest.user_key()))
 }
 
+/// The level-0 files (`files` newest first, as level 0 keeps them) that
+/// may go down by a trivial move: oldest first, each file that `may_go`
+/// allows and that overlaps neither a file already chosen (they would
+/// overlap in the output level) nor an older file that stays (which would
+/// then sit above it and hide its newer entries).
+fn level0_moves(
+    files: &[Arc<FileMetaData>],
+    ucmp: &dyn Comparator,
+    mut may_go: impl FnMut(&FileMetaData) -> bool,
+) -> Vec<Arc<FileMetaData>> {
+    let mut chosen: Vec<Arc<FileMetaData>> = Vec::new();
+    let mut staying: Vec<&Arc<FileMetaData>> = Vec::new();
+    for f in files.iter().rev() {
+        let free = !staying.iter().any(|g| files_overlap(g, f, ucmp))
+            && !chosen.iter().any(|g| files_overlap(g, f, ucmp));
+        if free && may_go(f) {
+            chosen.push(f.clone());
+        } else {
+            staying.push(f);
+        }
+    }
+    chosen
+}
+
 /// True if the user-key ranges of two files share a key.
 fn files_overlap(a: &FileMetaData, b: &FileMetaData, ucmp: &dyn Comparator) -> bool {
     ucmp.compare(a.smallest.user_key(), b.largest.user_key()) != CmpOrdering::Greater
@@ -290,28 +314,19 @@ impl DbInner {
         let ucmp = &*self.user_cmp;
         let partitioner = self.partitioner();
         let max_move_bytes = self.opts.target_file_size(output_level).saturating_mul(2);
-        let mut chosen: Vec<Arc<FileMetaData>> = Vec::new();
-        let mut staying: Vec<&Arc<FileMetaData>> = Vec::new();
-        for f in version.files(0).iter().rev() {
+        let chosen = level0_moves(version.files(0), ucmp, |f| {
             let (lo, hi) = (f.smallest.user_key(), f.largest.user_key());
             let range = (lo.to_vec(), hi.to_vec());
-            let movable = f.file_size <= max_move_bytes
+            f.file_size <= max_move_bytes
                 && may_move(f, partitioner)
-                && !staying.iter().any(|g| files_overlap(g, f, ucmp))
-                && !chosen.iter().any(|g| files_overlap(g, f, ucmp))
                 && version
                     .overlapping_files(output_level, Some(lo), Some(hi), ucmp)
                     .is_empty()
                 && !st
                     .running
                     .iter()
-                    .any(|(l, r)| *l == output_level && ranges_overlap(r, &range, ucmp));
-            if movable {
-                chosen.push(f.clone());
-            } else {
-                staying.push(f);
-            }
-        }
+                    .any(|(l, r)| *l == output_level && ranges_overlap(r, &range, ucmp))
+        });
         let range = key_range(&chosen, ucmp)?;
         Some(Compaction {
             level: 0,
@@ -439,6 +454,49 @@ mod tests {
         let mut b = VersionBuilder::new(icmp, &base);
         b.apply(&edit, "test", 0).unwrap();
         b.build()
+    }
+
+    /// Level-0 files `(smallest, largest)`, newest first.
+    fn level0(ranges: &[(&str, &str)]) -> Vec<Arc<FileMetaData>> {
+        let n = ranges.len() as u64;
+        ranges
+            .iter()
+            .enumerate()
+            .map(|(i, (lo, hi))| {
+                let seq = n - i as u64;
+                Arc::new(FileMetaData::new(
+                    seq,
+                    100,
+                    InternalKey::new(lo.as_bytes(), seq, ValueKind::Value),
+                    InternalKey::new(hi.as_bytes(), seq, ValueKind::Value),
+                    seq,
+                    seq,
+                ))
+            })
+            .collect()
+    }
+
+    fn numbers(files: &[Arc<FileMetaData>]) -> Vec<u64> {
+        files.iter().map(|f| f.number).collect()
+    }
+
+    #[test]
+    fn level0_moves_never_put_a_file_below_an_older_overlapping_one() {
+        let ucmp = crate::key::BytewiseComparator;
+        // Newest first: 3 = [x, z], 2 = [b, d], 1 = [a, c].
+        let files = level0(&[("x", "z"), ("b", "d"), ("a", "c")]);
+        // Oldest first: 1 goes; 2 overlaps 1 (chosen) and stays; 3 goes.
+        assert_eq!(numbers(&level0_moves(&files, &ucmp, |_| true)), vec![1, 3]);
+        // 1 may not go (it overlaps the output level): 2, newer and
+        // overlapping it, must stay above it; 3 still goes.
+        let moved = level0_moves(&files, &ucmp, |f| f.number != 1);
+        assert_eq!(numbers(&moved), vec![3]);
+        // Sharing only an end key is overlapping.
+        let files = level0(&[("c", "e"), ("a", "c")]);
+        assert_eq!(
+            numbers(&level0_moves(&files, &ucmp, |f| f.number != 1)),
+            Vec::<u64>::new()
+        );
     }
 
     #[test]

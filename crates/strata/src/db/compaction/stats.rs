@@ -192,17 +192,50 @@ pub(crate) fn format_stats(input: &StatsInput<'_>) -> String {
     out
 }
 
-/// The `strata.levelstats` text: files and bytes per level, as RocksDB's
-/// `rocksdb.levelstats`.
+/// The `strata.levelstats` text: files, bytes and median file size per
+/// level (RocksDB's `rocksdb.levelstats` plus the median), then the same
+/// over all levels.
 pub(crate) fn format_level_stats(v: &Version) -> String {
-    let mut out = String::from("Level Files Size(MB)\n--------------------\n");
+    let mut out =
+        String::from("Level Files Size(MB) Median(MB)\n-------------------------------\n");
+    let mut all = Vec::new();
     for level in 0..NUM_LEVELS {
+        let sizes: Vec<u64> = v.files(level).iter().map(|f| f.file_size).collect();
         let _ = writeln!(
             out,
-            "{level:>5} {:>5} {:>8.0}",
-            v.num_files(level),
-            v.level_bytes(level) as f64 / MB
+            "{level:>5} {:>5} {:>8.0} {:>10.2}",
+            sizes.len(),
+            v.level_bytes(level) as f64 / MB,
+            median(&sizes) as f64 / MB
         );
+        all.extend(sizes);
     }
+    let _ = writeln!(
+        out,
+        "  All {:>5} {:>8.0} {:>10.2}",
+        all.len(),
+        all.iter().sum::<u64>() as f64 / MB,
+        median(&all) as f64 / MB
+    );
     out
+}
+
+/// The median of `sizes` (the lower middle for an even count; 0 if empty).
+fn median(sizes: &[u64]) -> u64 {
+    let mut s = sizes.to_vec();
+    s.sort_unstable();
+    s.get(s.len().saturating_sub(1) / 2).copied().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_sizes() {
+        assert_eq!(median(&[]), 0);
+        assert_eq!(median(&[5]), 5);
+        assert_eq!(median(&[9, 1, 5]), 5);
+        assert_eq!(median(&[4, 1, 3, 2]), 2);
+    }
 }
