@@ -21,6 +21,29 @@ use super::{FileMetaData, NUM_LEVELS};
 use crate::key::prefix_search::lower_bound_in;
 use crate::key::{Comparator, InternalKeyComparator};
 
+/// The most of `files` whose user-key ranges hold any one key.
+fn overlap_depth<'a>(
+    files: impl Iterator<Item = &'a Arc<FileMetaData>>,
+    ucmp: &dyn Comparator,
+) -> usize {
+    // Sweep over the file edges in key order, a smallest key before a
+    // largest key at the same user key (ranges are closed).
+    let mut edges: Vec<(&[u8], bool)> = files
+        .flat_map(|f| [(f.smallest.user_key(), false), (f.largest.user_key(), true)])
+        .collect();
+    edges.sort_by(|a, b| ucmp.compare(a.0, b.0).then(a.1.cmp(&b.1)));
+    let (mut depth, mut max) = (0usize, 0usize);
+    for (_, is_largest) in edges {
+        if is_largest {
+            depth -= 1;
+        } else {
+            depth += 1;
+            max = max.max(depth);
+        }
+    }
+    max
+}
+
 /// The table files of every level. Immutable; shared through `Arc`.
 #[derive(Debug, Default)]
 pub struct Version {
@@ -72,23 +95,7 @@ impl Version {
 
     /// Computes [`level0_depth`](Self::level0_depth) under `ucmp`.
     pub(super) fn set_level0_depth(&mut self, ucmp: &dyn Comparator) {
-        // Sweep over the file edges in key order, a smallest key before a
-        // largest key at the same user key (ranges are closed).
-        let mut edges: Vec<(&[u8], bool)> = self.files[0]
-            .iter()
-            .flat_map(|f| [(f.smallest.user_key(), false), (f.largest.user_key(), true)])
-            .collect();
-        edges.sort_by(|a, b| ucmp.compare(a.0, b.0).then(a.1.cmp(&b.1)));
-        let (mut depth, mut max) = (0usize, 0usize);
-        for (_, is_largest) in edges {
-            if is_largest {
-                depth -= 1;
-            } else {
-                depth += 1;
-                max = max.max(depth);
-            }
-        }
-        self.level0_depth = max;
+        self.level0_depth = overlap_depth(self.files[0].iter(), ucmp);
     }
 
     /// Total size in bytes of the files in `level`.

@@ -49,17 +49,20 @@ struct LevelCursor<'a> {
     files: &'a [Arc<FileMetaData>],
     /// None until the first key positions it with the file search.
     place: Option<Place>,
+    /// Some key of the current output lies inside a file of this level.
+    output_inside: bool,
 }
 
 impl LevelCursor<'_> {
-    /// Moves to `user_key` (at or after the previous key); true if it lies
-    /// in another file or gap than the previous key.
+    /// Moves to `user_key` (at or after the previous key): whether it lies
+    /// in another file or gap than the previous key, and whether it lies
+    /// inside a file.
     fn advance(
         &mut self,
         version: &Version,
         icmp: &InternalKeyComparator,
         user_key: &[u8],
-    ) -> bool {
+    ) -> (bool, bool) {
         let ucmp = icmp.user_comparator();
         let mut index = match self.place {
             Some(p) => p.index,
@@ -78,7 +81,7 @@ impl LevelCursor<'_> {
         let place = Place { index, inside };
         let moved = self.place.is_some_and(|p| p != place);
         self.place = Some(place);
-        moved
+        (moved, inside)
     }
 }
 
@@ -88,6 +91,11 @@ struct Edges<'a> {
     /// the first key at or after it, a largest key by the first key after it.
     edges: Vec<(&'a [u8], bool)>,
     next: usize,
+    /// Files whose smallest key is crossed and largest key is not: the
+    /// files the current key is inside.
+    open: usize,
+    /// Some key of the current output lies inside a level-0 file.
+    output_inside: bool,
 }
 
 impl<'a> Edges<'a> {
@@ -97,12 +105,18 @@ impl<'a> Edges<'a> {
             .flat_map(|f| [(f.smallest.user_key(), false), (f.largest.user_key(), true)])
             .collect();
         edges.sort_by(|a, b| ucmp.compare(a.0, b.0).then(a.1.cmp(&b.1)));
-        Edges { edges, next: 0 }
+        Edges {
+            edges,
+            next: 0,
+            open: 0,
+            output_inside: false,
+        }
     }
 
-    /// Moves to `user_key`; true if an edge lies between the previous key
-    /// and it (`first`: there is no previous key).
-    fn advance(&mut self, ucmp: &dyn Comparator, user_key: &[u8], first: bool) -> bool {
+    /// Moves to `user_key`: whether an edge lies between the previous key
+    /// and it (`first`: there is no previous key), and whether it lies
+    /// inside a file.
+    fn advance(&mut self, ucmp: &dyn Comparator, user_key: &[u8], first: bool) -> (bool, bool) {
         let start = self.next;
         while let Some(&(edge, is_largest)) = self.edges.get(self.next) {
             let crossed = match ucmp.compare(edge, user_key) {
@@ -113,9 +127,14 @@ impl<'a> Edges<'a> {
             if !crossed {
                 break;
             }
+            if is_largest {
+                self.open = self.open.saturating_sub(1);
+            } else {
+                self.open += 1;
+            }
             self.next += 1;
         }
-        !first && self.next != start
+        (!first && self.next != start, self.open > 0)
     }
 }
 
@@ -157,6 +176,7 @@ impl<'a> OutputCutter<'a> {
                     level,
                     files: version.files(level),
                     place: None,
+                    output_inside: false,
                 })
                 .collect()
         } else {
@@ -194,12 +214,22 @@ impl<'a> OutputCutter<'a> {
         self.seen_first = true;
         let ucmp = &**self.icmp.user_comparator();
         // Every cursor moves, whether or not an earlier one already crossed.
-        let mut crossed = false;
-        for cursor in &mut self.levels {
-            crossed |= cursor.advance(self.version, self.icmp, user_key);
+        // In a level where the output already overlaps a file and the key
+        // lies inside another, crossing gains nothing: both pieces overlap
+        // that level and will be merged anyway (random writes, whose every
+        // key lies inside some file, are never cut).
+        let mut insides = [false; NUM_LEVELS + 1];
+        let mut gap_cut = false;
+        for (n, cursor) in self.levels.iter_mut().enumerate() {
+            let (crossed, inside) = cursor.advance(self.version, self.icmp, user_key);
+            gap_cut |= crossed && !(cursor.output_inside && inside);
+            insides[n] = inside;
         }
+        let l0_at = self.levels.len();
         if let Some(edges) = &mut self.l0 {
-            crossed |= edges.advance(ucmp, user_key, first);
+            let (crossed, inside) = edges.advance(ucmp, user_key, first);
+            gap_cut |= crossed && !(edges.output_inside && inside);
+            insides[l0_at] = inside;
         }
         let mut run_ended = false;
         if source != self.run_source {
@@ -208,14 +238,22 @@ impl<'a> OutputCutter<'a> {
             self.run_source = source;
             self.run_bytes = 0;
         }
-        let Some(prev) = prev else {
-            return false;
-        };
         // A boundary crossed while the output was below the minimum size is
         // not remembered: cutting later would put the cut at no boundary.
-        self.partitioner
-            .is_some_and(|p| p.should_partition(prev, user_key, size))
-            || (self.auto && size >= self.min_size && (crossed || run_ended))
+        let cut = prev.is_some_and(|prev| {
+            self.partitioner
+                .is_some_and(|p| p.should_partition(prev, user_key, size))
+                || (self.auto && size >= self.min_size && (gap_cut || run_ended))
+        });
+        // The key begins an output (a new one, or the first) or joins one.
+        let begins = cut || prev.is_none();
+        for (n, cursor) in self.levels.iter_mut().enumerate() {
+            cursor.output_inside = insides[n] || (!begins && cursor.output_inside);
+        }
+        if let Some(edges) = &mut self.l0 {
+            edges.output_inside = insides[l0_at] || (!begins && edges.output_inside);
+        }
+        cut
     }
 
     /// Counts `bytes` of an entry just written into the current run.
@@ -294,6 +332,12 @@ mod tests {
         // A key inside a file is a place of its own.
         let keys = ["0", "a1", "a2", "a9"];
         assert_eq!(cuts(&v, 0, &keys, None), vec!["a1", "a9"]);
+        // But from inside one file to inside the next there is no cut: both
+        // pieces overlap data below (random writes are never cut).
+        let keys = ["a1", "a2", "c1", "c2"];
+        assert!(cuts(&v, 0, &keys, None).is_empty());
+        let keys = ["a1", "b0", "c1"];
+        assert_eq!(cuts(&v, 0, &keys, None), vec!["b0", "c1"]);
     }
 
     #[test]

@@ -160,39 +160,65 @@ pub(crate) fn key_range(
     Some((lo.to_vec(), hi.to_vec()))
 }
 
+/// How many flushes `files` (level 0) came from: the files of one flush
+/// share its memtable's range of sequence numbers, and two memtables'
+/// ranges never overlap, so the files group by overlapping ranges.
+fn flush_count<'a>(files: impl Iterator<Item = &'a Arc<FileMetaData>>) -> usize {
+    let mut ranges: Vec<(u64, u64)> = files.map(|f| (f.smallest_seqno, f.largest_seqno)).collect();
+    ranges.sort_unstable();
+    let mut count = 0;
+    let mut reach: Option<u64> = None;
+    for (lo, hi) in ranges {
+        if reach.is_none_or(|r| lo > r) {
+            count += 1;
+        }
+        reach = Some(reach.map_or(hi, |r| r.max(hi)));
+    }
+    count
+}
+
 /// True unless the partitioner would cut `f`, which must then be rewritten.
 fn may_move(f: &FileMetaData, partitioner: Option<&dyn SstPartitioner>) -> bool {
     partitioner.is_none_or(|p| p.can_do_trivial_move(f.smallest.user_key(), f.largest.user_key()))
 }
 
 /// The level-0 files (`files` newest first, as level 0 keeps them) that
-/// may go down by a trivial move: oldest first, each file that `may_go`
-/// allows and that overlaps neither a file already chosen (they would
-/// overlap in the output level) nor an older file that stays (which would
-/// then sit above it and hide its newer entries).
+/// may go down by a trivial move: those `may_go` allows that overlap no
+/// other level-0 file. An older file that stays would sit above a moved
+/// one and hide its newer entries; a newer one would soon be merged with
+/// it anyway (random writes: every flush overlaps every other, nothing
+/// moves, as before). Oldest first.
 fn level0_moves(
     files: &[Arc<FileMetaData>],
     ucmp: &dyn Comparator,
     mut may_go: impl FnMut(&FileMetaData) -> bool,
 ) -> Vec<Arc<FileMetaData>> {
-    let mut chosen: Vec<Arc<FileMetaData>> = Vec::new();
-    let mut staying: Vec<&Arc<FileMetaData>> = Vec::new();
-    for f in files.iter().rev() {
-        let free = !staying.iter().any(|g| files_overlap(g, f, ucmp))
-            && !chosen.iter().any(|g| files_overlap(g, f, ucmp));
-        if free && may_go(f) {
-            chosen.push(f.clone());
-        } else {
-            staying.push(f);
+    // Sorted by smallest key, a file overlaps another exactly when it
+    // overlaps a neighbour or a file before it reaches past its start.
+    let mut by_key: Vec<&Arc<FileMetaData>> = files.iter().collect();
+    by_key.sort_by(|a, b| ucmp.compare(a.smallest.user_key(), b.smallest.user_key()));
+    let mut alone = std::collections::HashSet::new();
+    let mut reach: Option<&[u8]> = None; // the largest key of the files so far
+    for (i, f) in by_key.iter().enumerate() {
+        let before = reach.is_some_and(|r| ucmp.compare(r, f.smallest.user_key()).is_ge());
+        let after = by_key.get(i + 1).is_some_and(|g| {
+            ucmp.compare(f.largest.user_key(), g.smallest.user_key())
+                .is_ge()
+        });
+        if !before && !after {
+            alone.insert(f.number);
+        }
+        let largest = f.largest.user_key();
+        if reach.is_none_or(|r| ucmp.compare(largest, r).is_gt()) {
+            reach = Some(largest);
         }
     }
-    chosen
-}
-
-/// True if the user-key ranges of two files share a key.
-fn files_overlap(a: &FileMetaData, b: &FileMetaData, ucmp: &dyn Comparator) -> bool {
-    ucmp.compare(a.smallest.user_key(), b.largest.user_key()) != CmpOrdering::Greater
-        && ucmp.compare(b.smallest.user_key(), a.largest.user_key()) != CmpOrdering::Greater
+    files
+        .iter()
+        .rev()
+        .filter(|f| alone.contains(&f.number) && may_go(f))
+        .cloned()
+        .collect()
 }
 
 fn ranges_overlap(a: &(Vec<u8>, Vec<u8>), b: &(Vec<u8>, Vec<u8>), ucmp: &dyn Comparator) -> bool {
@@ -209,6 +235,16 @@ impl DbInner {
     pub(crate) fn pick_compaction(&self, st: &DbState) -> Option<Compaction> {
         let version = st.versions.current();
         let targets = level_targets(&self.opts, &version);
+        // L0 files that can go down by a trivial move go as soon as there
+        // are as many as the L0 trigger, whatever the depth: a flush cut per
+        // stream makes many files of depth one, which a depth score alone
+        // would leave in L0 for ever.
+        let l0 = version.files(0);
+        if l0.len() >= self.opts.level0_file_num_compaction_trigger && !l0.iter().any(|f| busy(f)) {
+            if let Some(c) = self.level0_trivial_move(st, &version, targets.base_level) {
+                return Some(c);
+            }
+        }
         for (level, score) in self.level_scores(&version, &targets) {
             if score < 1.0 {
                 break;
@@ -228,7 +264,23 @@ impl DbInner {
         version: &Version,
         targets: &LevelTargets,
     ) -> Vec<(usize, f64)> {
-        let l0_files = version.files(0).iter().filter(|f| !busy(f)).count();
+        // L0 scores by flushes (RocksDB's sorted runs; a flush cut into
+        // several files counts once, so cutting never compacts L0 sooner
+        // than RocksDB would), or by the files that could go down by a
+        // trivial move but for an older L0 file overlapping them (a flush
+        // that spanned every stream before the tree had files per stream),
+        // which only a compaction of that file frees.
+        let idle: Vec<Arc<FileMetaData>> = version
+            .files(0)
+            .iter()
+            .filter(|f| !busy(f))
+            .cloned()
+            .collect();
+        let free = self
+            .level0_movable(version, targets.base_level, &idle, |_| true)
+            .len();
+        let could = self.level0_could_move(version, targets.base_level, &idle);
+        let l0_files = flush_count(idle.iter()).max(could.saturating_sub(free));
         let l0_bytes: u64 = version
             .files(0)
             .iter()
@@ -291,7 +343,12 @@ impl DbInner {
                 c.map(|c| (i, c))
             });
         if let Some((i, c)) = &mut c {
-            self.extend_trivial_move(st, version, *i, c);
+            // Move no more than the level's excess over its target: draining
+            // a level deeper than its score asks changes the tree's shape.
+            let excess = version
+                .level_bytes(level)
+                .saturating_sub(targets.max_bytes[level]);
+            self.extend_trivial_move(st, version, *i, c, excess);
         }
         c.map(|(_, c)| c)
     }
@@ -301,10 +358,10 @@ impl DbInner {
     }
 
     /// The level-0 files that can go to `output_level` by a trivial move,
-    /// as one compaction, or None. Taken oldest first: a file may go down
-    /// only if it overlaps nothing in the output level, no other file
-    /// going down, and no older level-0 file that stays (which would then
-    /// hide it). The files of a flush cut per stream usually all qualify.
+    /// as one compaction, or None: those that overlap no other level-0
+    /// file and nothing in the output level or a running compaction into
+    /// it (see [`level0_moves`]). The files of a flush cut per stream
+    /// usually all qualify; under random writes none does.
     fn level0_trivial_move(
         &self,
         st: &DbState,
@@ -312,20 +369,15 @@ impl DbInner {
         output_level: usize,
     ) -> Option<Compaction> {
         let ucmp = &*self.user_cmp;
-        let partitioner = self.partitioner();
         let max_move_bytes = self.opts.target_file_size(output_level).saturating_mul(2);
-        let chosen = level0_moves(version.files(0), ucmp, |f| {
-            let (lo, hi) = (f.smallest.user_key(), f.largest.user_key());
-            let range = (lo.to_vec(), hi.to_vec());
-            f.file_size <= max_move_bytes
-                && may_move(f, partitioner)
-                && version
-                    .overlapping_files(output_level, Some(lo), Some(hi), ucmp)
-                    .is_empty()
-                && !st
-                    .running
-                    .iter()
-                    .any(|(l, r)| *l == output_level && ranges_overlap(r, &range, ucmp))
+        let chosen = self.level0_movable(version, output_level, version.files(0), |f| {
+            let range = (
+                f.smallest.user_key().to_vec(),
+                f.largest.user_key().to_vec(),
+            );
+            !st.running
+                .iter()
+                .any(|(l, r)| *l == output_level && ranges_overlap(r, &range, ucmp))
         });
         let range = key_range(&chosen, ucmp)?;
         Some(Compaction {
@@ -339,19 +391,68 @@ impl DbInner {
         })
     }
 
+    /// The files of `l0` (level 0, newest first) that can go to
+    /// `output_level` by a trivial move (see [`level0_moves`]): not too big,
+    /// not refused by the partitioner, overlapping nothing there, and
+    /// passing `also`.
+    fn level0_movable(
+        &self,
+        version: &Version,
+        output_level: usize,
+        l0: &[Arc<FileMetaData>],
+        mut also: impl FnMut(&FileMetaData) -> bool,
+    ) -> Vec<Arc<FileMetaData>> {
+        level0_moves(l0, &*self.user_cmp, |f| {
+            self.fits_below(version, output_level, f) && also(f)
+        })
+    }
+
+    /// True if `f` could go to `output_level` by a trivial move as far as
+    /// that level is concerned: not much bigger than its target file size,
+    /// not refused by the partitioner, and overlapping nothing there.
+    fn fits_below(&self, version: &Version, output_level: usize, f: &FileMetaData) -> bool {
+        let ucmp = &*self.user_cmp;
+        let (lo, hi) = (f.smallest.user_key(), f.largest.user_key());
+        f.file_size <= self.opts.target_file_size(output_level).saturating_mul(2)
+            && may_move(f, self.partitioner())
+            && version
+                .overlapping_files(output_level, Some(lo), Some(hi), ucmp)
+                .is_empty()
+    }
+
+    /// How many files of `l0` [`level0_movable`](Self::level0_movable)
+    /// would let go if no other level-0 file overlapped them.
+    fn level0_could_move(
+        &self,
+        version: &Version,
+        output_level: usize,
+        l0: &[Arc<FileMetaData>],
+    ) -> usize {
+        l0.iter()
+            .filter(|f| self.fits_below(version, output_level, f))
+            .count()
+    }
+
     /// Grows a trivial move of file `at` of its level into a run of the
     /// consecutive files after it whose combined range still overlaps
-    /// nothing in the output level, up to `max_compaction_bytes`: a level
-    /// of small per-stream files goes down in a few manifest edits, not one
-    /// per file.
-    fn extend_trivial_move(&self, st: &DbState, version: &Version, at: usize, c: &mut Compaction) {
+    /// nothing in the output level, up to `max_compaction_bytes` and the
+    /// level's `excess` bytes over its target: a level of small per-stream
+    /// files goes down in a few manifest edits, not one per file.
+    fn extend_trivial_move(
+        &self,
+        st: &DbState,
+        version: &Version,
+        at: usize,
+        c: &mut Compaction,
+        excess: u64,
+    ) {
         let ucmp = &*self.user_cmp;
         let partitioner = self.partitioner();
         if !c.is_trivial_move(ucmp, partitioner) {
             return;
         }
         let files = version.files(c.level);
-        let limit = self.max_compaction_bytes();
+        let limit = self.max_compaction_bytes().min(excess);
         let mut total = c.input_bytes(0);
         for g in &files[at + 1..] {
             if busy(g)
@@ -481,22 +582,52 @@ mod tests {
     }
 
     #[test]
-    fn level0_moves_never_put_a_file_below_an_older_overlapping_one() {
+    fn level0_moves_take_only_files_that_overlap_no_other() {
         let ucmp = crate::key::BytewiseComparator;
-        // Newest first: 3 = [x, z], 2 = [b, d], 1 = [a, c].
-        let files = level0(&[("x", "z"), ("b", "d"), ("a", "c")]);
-        // Oldest first: 1 goes; 2 overlaps 1 (chosen) and stays; 3 goes.
-        assert_eq!(numbers(&level0_moves(&files, &ucmp, |_| true)), vec![1, 3]);
-        // 1 may not go (it overlaps the output level): 2, newer and
-        // overlapping it, must stay above it; 3 still goes.
-        let moved = level0_moves(&files, &ucmp, |f| f.number != 1);
-        assert_eq!(numbers(&moved), vec![3]);
-        // Sharing only an end key is overlapping.
-        let files = level0(&[("c", "e"), ("a", "c")]);
+        // Newest first: 4 = [m, n], 3 = [x, z], 2 = [b, d], 1 = [a, c].
+        let files = level0(&[("m", "n"), ("x", "z"), ("b", "d"), ("a", "c")]);
+        // 1 and 2 overlap: both stay (2 alone would go under the older 1;
+        // 1 alone would only be merged with 2 later). 3 and 4 go, oldest
+        // first.
+        assert_eq!(numbers(&level0_moves(&files, &ucmp, |_| true)), vec![3, 4]);
         assert_eq!(
-            numbers(&level0_moves(&files, &ucmp, |f| f.number != 1)),
-            Vec::<u64>::new()
+            numbers(&level0_moves(&files, &ucmp, |f| f.number != 3)),
+            vec![4]
         );
+        // Sharing only an end key is overlapping; so is a file reaching
+        // over later ones.
+        let files = level0(&[("c", "e"), ("a", "c")]);
+        assert!(level0_moves(&files, &ucmp, |_| true).is_empty());
+        let files = level0(&[("d", "e"), ("b", "c"), ("a", "z")]);
+        assert!(level0_moves(&files, &ucmp, |_| true).is_empty());
+        let files = level0(&[("y", "z"), ("b", "c"), ("a", "d")]);
+        assert_eq!(numbers(&level0_moves(&files, &ucmp, |_| true)), vec![3]);
+    }
+
+    #[test]
+    fn level0_files_count_once_per_flush() {
+        let file = |lo: u64, hi: u64| {
+            Arc::new(FileMetaData::new(
+                lo,
+                1,
+                InternalKey::new(b"a", hi, ValueKind::Value),
+                InternalKey::new(b"b", lo, ValueKind::Value),
+                lo,
+                hi,
+            ))
+        };
+        assert_eq!(flush_count([].iter()), 0);
+        // Two flushes (sequence numbers 1-100 and 101-200), the first cut
+        // into three files, the second into two.
+        let files = [
+            file(1, 90),
+            file(3, 100),
+            file(2, 99),
+            file(101, 200),
+            file(105, 190),
+        ];
+        assert_eq!(flush_count(files.iter()), 2);
+        assert_eq!(flush_count(files[..3].iter()), 1);
     }
 
     #[test]
