@@ -284,6 +284,21 @@ medianfile() {
     EXTRA+=("$W$RUN_SUFFIX $label: median file size, strata: ${m:--} MB")
 }
 
+# movedwrite LABEL NAME: GB written and moved per level, from the first
+# compaction stats table of each engine's `stats`
+movedwrite() {
+    local label=$1 name=$2 e
+    for e in "${ENGINES[@]}"; do
+        local f
+        f=$(awk '/^ *Level +Files +Size/ && !done {
+                     for (i = 1; i <= NF; i++) { if ($i == "Write(GB)") w = i + 1; if ($i == "Moved(GB)") m = i + 1 }
+                     on = 1; next }
+                 on && /^ *L[0-9]+ / { if ($w + $m > 0) printf "%s write %s moved %s; ", $1, $w, $m; next }
+                 on && /^ *Sum / { on = 0; done = 1 }' "$LOG_DIR/$name-$e$RUN_SUFFIX.out")
+        EXTRA+=("$W$RUN_SUFFIX $label: GB per level, $e: ${f:--}")
+    done
+}
+
 # w4_step LABEL NAME DBKEY USER_BYTES ARGS...: one W4 fill and its report
 w4_step() {
     local label=$1 name=$2 dbkey=$3 ub=$4
@@ -291,6 +306,7 @@ w4_step() {
     step "$name" "$dbkey" --benchmarks="${W4_BENCH:-fillseq}",stats,levelstats --key_size=16 --value_size=100 \
         --compression_type=none --seed=1 "$@"
     writeamp "$label" "$name" "$ub"
+    movedwrite "$label" "$name"
     levelfiles "$label" "$name"
     medianfile "$label" "$name"
 }
