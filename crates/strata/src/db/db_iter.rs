@@ -501,16 +501,34 @@ impl DBIter {
         if !self.valid {
             return;
         }
-        // Back before every entry of that prefix, then forward to its
-        // first visible entry (the key just found, or a smaller one). The
-        // inner iterator is before the found key's entries, with only
-        // entries hidden from this reader in between: when it is outside
-        // the prefix, the found key is the prefix's first visible entry.
+        // Back to the first entry of that prefix: its first visible entry
+        // is the key just found, or a smaller one. The inner iterator is
+        // before the found key's entries, with only entries hidden from
+        // this reader in between: when it is outside the prefix, the found
+        // key is the prefix's first visible entry.
         let in_domain = self.set_run(transform, true);
         let run = PrefixRun::new(transform, &self.run_bytes, in_domain, order);
         if !self.inner.valid() || !run.covers(self.inner.key()) {
             return;
         }
+        // Land on the prefix's first entry without turning the inner
+        // iterator around; when that entry is visible to this reader (the
+        // newest version of the smallest key, not a deletion), it is the
+        // answer, and one `prev` restores the reverse position.
+        self.inner.skip_run_backward_to_first(&run);
+        if let Err(e) = self.inner.status() {
+            return self.fail(e);
+        }
+        // Without an error the landing is always inside the run (the inner
+        // iterator was at an entry of it).
+        let covered = self.inner.valid() && run.covers(self.inner.key());
+        debug_assert!(covered, "landing on a run's first entry left the run");
+        if covered && self.take_first_of_run() {
+            return;
+        }
+        // Otherwise (a deletion, a newer version, a bound): back before the
+        // prefix, then forward to its first visible entry.
+        let run = PrefixRun::new(transform, &self.run_bytes, in_domain, order);
         self.inner.skip_run_backward(&run);
         if let Err(e) = self.inner.status() {
             return self.fail(e);
@@ -530,6 +548,38 @@ impl DBIter {
         self.saved_key.clear();
         self.clear_saved_value();
         self.find_next_user_entry(false);
+    }
+
+    /// After [`InternalIterator::skip_run_backward_to_first`], with the inner
+    /// iterator at the first entry of a run: if that entry is this reader's
+    /// answer (a visible value within the bounds), makes it current in
+    /// reverse direction and returns true; otherwise changes nothing.
+    fn take_first_of_run(&mut self) -> bool {
+        let Ok(ikey) = parse(self.inner.key()) else {
+            return false; // the slow path reports it
+        };
+        let cmp = self.user_cmp.as_ref();
+        if ikey.sequence > self.sequence
+            || ikey.kind != ValueKind::Value
+            || below_lower(cmp, self.lower_bound.as_deref(), ikey.user_key)
+            || past_upper(cmp, self.upper_bound.as_deref(), ikey.user_key)
+            || self.outside_confinement(ikey.user_key)
+        {
+            return false;
+        }
+        self.saved_key.clear();
+        self.saved_key.extend_from_slice(ikey.user_key);
+        let value = self.inner.value();
+        self.saved_value.clear();
+        self.saved_value.extend_from_slice(value);
+        // The entry is its key's newest: one step back is before the key.
+        self.inner.prev();
+        if let Err(e) = self.inner.status() {
+            self.fail(e);
+            return true;
+        }
+        self.valid = true;
+        true
     }
 
     /// Resets the state before a seek.

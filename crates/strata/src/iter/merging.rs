@@ -370,6 +370,42 @@ impl InternalIterator for MergingIterator {
         }
     }
 
+    fn skip_run_backward_to_first(&mut self, run: &PrefixRun<'_>) {
+        debug_assert!(self.valid() && run.covers(self.key()));
+        if self.direction != Direction::Reverse {
+            self.switch_to_reverse();
+        }
+        // Every child is at its last entry at or before the current one: a
+        // child there inside the run lands on its first run entry; any other
+        // child holds no run entry before the current one.
+        let mut landed: Vec<usize> = Vec::new();
+        for i in 0..self.children.len() {
+            let child = &mut self.children[i];
+            if child.valid() && run.covers(child.key()) {
+                child.skip_run_backward_to_first(run);
+                landed.push(i);
+            }
+        }
+        // The smallest landed entry becomes current (equal keys: the lower
+        // child index first, as in the merged order); every other landed
+        // child steps back before the run, below it.
+        let first = landed
+            .iter()
+            .copied()
+            .filter(|&i| self.children[i].valid())
+            .min_by(|&a, &b| {
+                self.cmp
+                    .compare(self.children[a].key(), self.children[b].key())
+                    .then(a.cmp(&b))
+            });
+        for &i in &landed {
+            if Some(i) != first && self.children[i].valid() {
+                self.children[i].prev();
+            }
+        }
+        self.rebuild_heap(Direction::Reverse);
+    }
+
     /// The first error met; else the first error of any child, by index.
     fn status(&self) -> Result<()> {
         self.status.clone()?;
@@ -665,6 +701,73 @@ mod tests {
         assert_eq!(it.value(), b"2");
         it.prev();
         assert_eq!(it.value(), b"1");
+    }
+
+    /// Landing on the first entry of a row's run, from anywhere in the row
+    /// and from either direction: the merged order's first entry of the
+    /// prefix, with `prev` and `next` going on from there.
+    #[test]
+    fn skip_run_backward_to_first_lands_on_the_runs_smallest_entry() {
+        use crate::key::{
+            extract_user_key, InternalKey, InternalKeyComparator, SliceTransform, ValueKind,
+        };
+        let user: Arc<dyn Comparator> = Arc::new(BytewiseComparator);
+        let cmp: Arc<dyn Comparator> = Arc::new(InternalKeyComparator::new(user.clone()));
+        let transform = SliceTransform::create_fixed_prefix(3);
+        for seed in 0..200 {
+            let mut rng = StdRng::seed_from_u64(seed);
+            // Rows "r00".."r09", versions "v0".."v9", spread over children.
+            let mut children: Vec<Entries> = vec![Vec::new(); rng.gen_range(1..5)];
+            let mut seq = 1;
+            for row in 0..10 {
+                for ver in 0..10 {
+                    if rng.gen_bool(0.4) {
+                        let k = InternalKey::new(
+                            format!("r{row:02}v{ver}").as_bytes(),
+                            seq,
+                            ValueKind::Value,
+                        );
+                        seq += 1;
+                        let c = rng.gen_range(0..children.len());
+                        children[c].push((k.encoded().to_vec(), vec![c as u8]));
+                    }
+                }
+            }
+            for c in &mut children {
+                c.sort_by(|a, b| cmp.compare(&a.0, &b.0));
+            }
+            let mut want: Vec<(Vec<u8>, Vec<u8>)> = children.iter().flatten().cloned().collect();
+            want.sort_by(|a, b| cmp.compare(&a.0, &b.0));
+            for _ in 0..20 {
+                let Some(p) = (!want.is_empty()).then(|| rng.gen_range(0..want.len())) else {
+                    break;
+                };
+                let mut it = merging(&cmp, &children);
+                if rng.gen_bool(0.5) {
+                    it.seek(&want[p].0);
+                } else {
+                    it.seek_for_prev(&want[p].0);
+                }
+                assert_eq!(at(&it), Some(want[p].clone()), "seed {seed}");
+                let prefix = &extract_user_key(&want[p].0)[..3];
+                let first = want
+                    .iter()
+                    .position(|(k, _)| extract_user_key(k).starts_with(prefix))
+                    .unwrap();
+                let run = PrefixRun::new(&transform, prefix, true, user.builtin_order());
+                it.skip_run_backward_to_first(&run);
+                assert_eq!(at(&it), Some(want[first].clone()), "seed {seed} landing");
+                if rng.gen_bool(0.5) {
+                    it.prev();
+                    let before = first.checked_sub(1).map(|q| want[q].clone());
+                    assert_eq!(at(&it), before, "seed {seed} prev");
+                } else {
+                    it.next();
+                    assert_eq!(at(&it), want.get(first + 1).cloned(), "seed {seed} next");
+                }
+                it.status().unwrap();
+            }
+        }
     }
 
     #[test]

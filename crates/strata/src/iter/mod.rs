@@ -64,4 +64,22 @@ pub trait InternalIterator: Send {
             self.prev();
         }
     }
+
+    /// From an entry `run` covers, moves backward to the first entry of the
+    /// run (the smallest covered key), where `prev` and `next` then work as
+    /// after any backward step. Requires a valid iterator at a covered
+    /// entry. The default skips before the run and steps forward once, a
+    /// local step for block, table and level iterators; the merging
+    /// iterator lands each child that holds the run on its first entry and
+    /// keeps the others before the run, so it never turns its children
+    /// around.
+    fn skip_run_backward_to_first(&mut self, run: &PrefixRun<'_>) {
+        debug_assert!(self.valid() && run.covers(self.key()));
+        self.skip_run_backward(run);
+        if self.valid() {
+            self.next();
+        } else if self.status().is_ok() {
+            self.seek_to_first();
+        }
+    }
 }
