@@ -65,8 +65,6 @@ pub struct DBIter {
     confine_extractor: Option<Arc<SliceTransform>>,
     /// The bytes of the run a prefix step passes.
     run_bytes: Vec<u8>,
-    /// The internal key `prev_prefix` returns to when its fast path fails.
-    back_key: Vec<u8>,
     /// Seeks confine the iterator to their target's prefix.
     prefix_same_as_start: bool,
     /// The prefix the last seek confined the iterator to.
@@ -156,7 +154,6 @@ impl DBIter {
             prefix_extractor: None,
             confine_extractor: None,
             run_bytes: Vec::new(),
-            back_key: Vec::new(),
             prefix_same_as_start: false,
             confined: None,
             status: Ok(()),
@@ -497,9 +494,6 @@ impl DBIter {
         if self.inner.valid() && run.covers(self.inner.key()) {
             self.inner.skip_run_backward(&run);
         }
-        if self.prev_prefix_fast(transform) {
-            return;
-        }
         // The last visible key before them names the previous prefix.
         self.saved_key.clear();
         self.clear_saved_value();
@@ -554,34 +548,6 @@ impl DBIter {
         self.saved_key.clear();
         self.clear_saved_value();
         self.find_next_user_entry(false);
-    }
-
-    /// [`DBIter::prev_prefix`]'s common case, from the inner iterator at the
-    /// last entry before the current prefix: lands on the first entry of
-    /// that entry's prefix, and when that entry is this reader's answer (a
-    /// visible value: the previous prefix has a visible entry, and this is
-    /// its first), takes it and returns true. Otherwise puts the inner
-    /// iterator back where it was and returns false, for the general path
-    /// (deletions, newer versions, bounds).
-    fn prev_prefix_fast(&mut self, transform: &SliceTransform) -> bool {
-        if !self.inner.valid() {
-            return false;
-        }
-        self.back_key.clear();
-        self.back_key.extend_from_slice(self.inner.key());
-        let order = self.user_cmp.builtin_order();
-        let in_domain = self.set_run(transform, false);
-        let run = PrefixRun::new(transform, &self.run_bytes, in_domain, order);
-        self.inner.skip_run_backward_to_first(&run);
-        let covered =
-            self.inner.status().is_ok() && self.inner.valid() && run.covers(self.inner.key());
-        if covered && self.take_first_of_run() {
-            return true;
-        }
-        // Back to the entry before the current prefix (errors included: the
-        // general path reports them).
-        self.inner.seek_for_prev(&self.back_key);
-        false
     }
 
     /// After [`InternalIterator::skip_run_backward_to_first`], with the inner
