@@ -50,6 +50,8 @@ pub struct MergingIterator {
     status: Result<()>,
     /// The current key, copied while the children turn around.
     turn_key: Vec<u8>,
+    /// Children landed on a run's first entry (kept to reuse its memory).
+    landed: Vec<usize>,
 }
 
 impl fmt::Debug for MergingIterator {
@@ -75,6 +77,7 @@ impl MergingIterator {
             direction: Direction::Forward,
             status: Ok(()),
             turn_key: Vec::new(),
+            landed: Vec::new(),
         }
     }
 
@@ -378,7 +381,8 @@ impl InternalIterator for MergingIterator {
         // Every child is at its last entry at or before the current one: a
         // child there inside the run lands on its first run entry; any other
         // child holds no run entry before the current one.
-        let mut landed: Vec<usize> = Vec::new();
+        let mut landed = std::mem::take(&mut self.landed);
+        landed.clear();
         for i in 0..self.children.len() {
             let child = &mut self.children[i];
             if child.valid() && run.covers(child.key()) {
@@ -403,6 +407,7 @@ impl InternalIterator for MergingIterator {
                 self.children[i].prev();
             }
         }
+        self.landed = landed;
         self.rebuild_heap(Direction::Reverse);
     }
 
