@@ -12,6 +12,16 @@ use std::sync::Arc;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in Strata.
+///
+/// ```
+/// use strata_kv::{Error, Options, DB};
+/// // Opening a database that does not exist, without create_if_missing.
+/// let dir = std::env::temp_dir().join(format!("strata-doc-missing-{}", std::process::id()));
+/// match DB::open(&Options::default(), &dir) {
+///     Err(Error::InvalidArgument(what)) => assert!(what.contains("create_if_missing"), "{what}"),
+///     other => panic!("expected InvalidArgument, got {:?}", other.map(|_| ())),
+/// }
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Error {

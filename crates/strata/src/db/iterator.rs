@@ -15,6 +15,34 @@ use super::DB;
 
 /// A cursor over the database at one sequence number, as
 /// `rocksdb::DBRawIterator`. Holds the memtables and files it reads.
+///
+/// Check [`status`](Self::status) when it stops being valid: an error ends
+/// the iteration like the last key does.
+///
+/// ```
+/// use strata_kv::{Options, DB};
+/// # let dir = std::env::temp_dir().join(format!("strata-doc-{}-{}", std::process::id(), line!()));
+/// # let mut opts = Options::default();
+/// # opts.create_if_missing(true);
+/// let db = DB::open(&opts, &dir)?;
+/// for k in ["apple", "banana", "cherry"] {
+///     db.put(k, "fruit")?;
+/// }
+/// let mut it = db.raw_iterator();
+/// it.seek(b"b"); // the first key at or after "b"
+/// assert_eq!(it.key(), Some(&b"banana"[..]));
+/// it.next();
+/// assert_eq!(it.key(), Some(&b"cherry"[..]));
+/// it.seek_for_prev(b"b"); // the last key at or before "b"
+/// assert_eq!(it.key(), Some(&b"apple"[..]));
+/// it.prev();
+/// assert!(!it.valid());
+/// it.status()?;
+/// drop(it);
+/// # drop(db);
+/// # DB::destroy(&Options::default(), &dir)?;
+/// # Ok::<(), strata_kv::Error>(())
+/// ```
 pub struct DBRawIterator<'a> {
     iter: DBIter,
     // Declared after `iter` so it drops last, when it may hold the last
@@ -196,6 +224,25 @@ pub enum IteratorMode<'a> {
 
 /// A Rust iterator of `(key, value)` pairs, as `rocksdb::DBIterator`.
 /// Yields one `Err` and then ends if a read fails.
+///
+/// ```
+/// use strata_kv::{Direction, IteratorMode, Options, DB};
+/// # let dir = std::env::temp_dir().join(format!("strata-doc-{}-{}", std::process::id(), line!()));
+/// # let mut opts = Options::default();
+/// # opts.create_if_missing(true);
+/// let db = DB::open(&opts, &dir)?;
+/// for (k, v) in [("k1", "a"), ("k2", "b"), ("k3", "c")] {
+///     db.put(k, v)?;
+/// }
+/// let values: Vec<Box<[u8]>> = db
+///     .iterator(IteratorMode::From(b"k2", Direction::Reverse))
+///     .map(|r| r.map(|(_, v)| v))
+///     .collect::<Result<_, _>>()?;
+/// assert_eq!(values, vec![b"b".to_vec().into_boxed_slice(), b"a".to_vec().into_boxed_slice()]);
+/// # drop(db);
+/// # DB::destroy(&Options::default(), &dir)?;
+/// # Ok::<(), strata_kv::Error>(())
+/// ```
 pub struct DBIterator<'a> {
     raw: DBRawIterator<'a>,
     direction: Direction,

@@ -39,6 +39,30 @@ pub use sst_partitioner::{SstPartitioner, SstPartitionerFactory};
 pub use write_batch::WriteBatch;
 
 /// An open database.
+///
+/// Open, write, read, delete; writes are durable in the log unless
+/// [`WriteOptions::disable_wal`] says otherwise, and synced with
+/// [`WriteOptions::set_sync`].
+///
+/// ```
+/// use strata_kv::{Options, DB};
+/// # let dir = std::env::temp_dir().join(format!("strata-doc-{}-{}", std::process::id(), line!()));
+/// let mut opts = Options::default();
+/// opts.create_if_missing(true);
+/// let db = DB::open(&opts, &dir)?;
+/// db.put(b"user:1", b"ada")?;
+/// assert_eq!(db.get(b"user:1")?.as_deref(), Some(&b"ada"[..]));
+/// db.delete(b"user:1")?;
+/// assert_eq!(db.get(b"user:1")?, None);
+/// // Many keys at once: one result per key, in order.
+/// db.put(b"a", b"1")?;
+/// let got = db.multi_get([&b"a"[..], b"missing"]);
+/// assert_eq!(got[0].as_ref().unwrap().as_deref(), Some(&b"1"[..]));
+/// assert_eq!(got[1].as_ref().unwrap(), &None);
+/// # drop(db);
+/// # DB::destroy(&Options::default(), &dir)?;
+/// # Ok::<(), strata_kv::Error>(())
+/// ```
 pub struct DB {
     inner: Arc<DbInner>,
     path: PathBuf,
@@ -357,6 +381,27 @@ impl Drop for DB {
 
 /// A consistent read view, as `rocksdb::Snapshot`. Reads through it see
 /// the database as it was when it was taken.
+///
+/// ```
+/// use strata_kv::{Options, ReadOptions, DB};
+/// # let dir = std::env::temp_dir().join(format!("strata-doc-{}-{}", std::process::id(), line!()));
+/// # let mut opts = Options::default();
+/// # opts.create_if_missing(true);
+/// let db = DB::open(&opts, &dir)?;
+/// db.put(b"k", b"old")?;
+/// let snap = db.snapshot();
+/// db.put(b"k", b"new")?;
+/// assert_eq!(snap.get(b"k")?.as_deref(), Some(&b"old"[..]));
+/// assert_eq!(db.get(b"k")?.as_deref(), Some(&b"new"[..]));
+/// // Or through read options, for any read method.
+/// let mut ro = ReadOptions::default();
+/// ro.set_snapshot(&snap);
+/// assert_eq!(db.get_opt(b"k", &ro)?.as_deref(), Some(&b"old"[..]));
+/// drop(snap);
+/// # drop(db);
+/// # DB::destroy(&Options::default(), &dir)?;
+/// # Ok::<(), strata_kv::Error>(())
+/// ```
 pub struct Snapshot<'a> {
     db: &'a DB,
     seq: SequenceNumber,

@@ -158,6 +158,31 @@ impl BlockBasedOptions {
 }
 
 /// Database options, as `rocksdb::Options`.
+///
+/// Every setter has the `rocksdb` crate's name; table options go through
+/// [`BlockBasedOptions`]. Invalid combinations are refused when the
+/// database opens, with [`Error::InvalidArgument`].
+///
+/// ```
+/// use strata_kv::{BlockBasedOptions, Cache, DBCompressionType, Options, DB};
+/// # let dir = std::env::temp_dir().join(format!("strata-doc-{}-{}", std::process::id(), line!()));
+/// let mut opts = Options::default();
+/// opts.create_if_missing(true);
+/// opts.set_write_buffer_size(64 << 20);
+/// opts.set_compression_type(DBCompressionType::Lz4);
+/// let mut table = BlockBasedOptions::default();
+/// table.set_bloom_filter(10.0, false);
+/// table.set_block_cache(&Cache::new_lru_cache(256 << 20));
+/// opts.set_block_based_table_factory(&table);
+/// let db = DB::open(&opts, &dir)?;
+/// // A bad value is an error at open, not a panic.
+/// let mut bad = opts.clone();
+/// bad.set_level_zero_file_num_compaction_trigger(0);
+/// assert!(DB::open(&bad, std::env::temp_dir().join("never-made")).is_err());
+/// # drop(db);
+/// # DB::destroy(&Options::default(), &dir)?;
+/// # Ok::<(), strata_kv::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Options {
     pub(crate) create_if_missing: bool,
@@ -492,6 +517,26 @@ impl Options {
 }
 
 /// Per-write options, as `rocksdb::WriteOptions`.
+///
+/// ```
+/// use strata_kv::{Options, WriteOptions, DB};
+/// # let dir = std::env::temp_dir().join(format!("strata-doc-{}-{}", std::process::id(), line!()));
+/// # let mut opts = Options::default();
+/// # opts.create_if_missing(true);
+/// let db = DB::open(&opts, &dir)?;
+/// // Durable when `put_opt` returns, even after a power loss.
+/// let mut synced = WriteOptions::default();
+/// synced.set_sync(true);
+/// db.put_opt(b"order:7", b"paid", &synced)?;
+/// // Bulk loading: no log; lost on a crash before the next flush.
+/// let mut fast = WriteOptions::default();
+/// fast.disable_wal(true);
+/// db.put_opt(b"cache:1", b"x", &fast)?;
+/// db.flush()?;
+/// # drop(db);
+/// # DB::destroy(&Options::default(), &dir)?;
+/// # Ok::<(), strata_kv::Error>(())
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct WriteOptions {
     pub(crate) sync: bool,
@@ -514,6 +559,29 @@ impl WriteOptions {
 }
 
 /// Per-read options, as `rocksdb::ReadOptions`.
+///
+/// ```
+/// use strata_kv::{IteratorMode, Options, ReadOptions, DB};
+/// # let dir = std::env::temp_dir().join(format!("strata-doc-{}-{}", std::process::id(), line!()));
+/// # let mut opts = Options::default();
+/// # opts.create_if_missing(true);
+/// let db = DB::open(&opts, &dir)?;
+/// for k in ["a", "b", "c", "d"] {
+///     db.put(k, k)?;
+/// }
+/// // Iterate over [b, d) only.
+/// let mut ro = ReadOptions::default();
+/// ro.set_iterate_lower_bound(b"b".to_vec());
+/// ro.set_iterate_upper_bound(b"d".to_vec());
+/// let keys: Vec<Box<[u8]>> = db
+///     .iterator_opt(IteratorMode::Start, ro)
+///     .map(|r| r.map(|(k, _)| k))
+///     .collect::<Result<_, _>>()?;
+/// assert_eq!(keys, vec![b"b".to_vec().into_boxed_slice(), b"c".to_vec().into_boxed_slice()]);
+/// # drop(db);
+/// # DB::destroy(&Options::default(), &dir)?;
+/// # Ok::<(), strata_kv::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct ReadOptions {
     pub(crate) snapshot: Option<SequenceNumber>,

@@ -20,6 +20,26 @@ pub const BATCH_HEADER_BYTES: usize = 12;
 
 /// Updates applied together: all or none are visible, and all get
 /// consecutive sequence numbers.
+///
+/// ```
+/// use strata_kv::{Options, WriteBatch, DB};
+/// # let dir = std::env::temp_dir().join(format!("strata-doc-{}-{}", std::process::id(), line!()));
+/// # let mut opts = Options::default();
+/// # opts.create_if_missing(true);
+/// let db = DB::open(&opts, &dir)?;
+/// db.put(b"from", b"100")?;
+/// // Move a value: both updates or neither, even across a crash.
+/// let mut batch = WriteBatch::default();
+/// batch.delete(b"from");
+/// batch.put(b"to", b"100");
+/// assert_eq!(batch.len(), 2);
+/// db.write(batch)?;
+/// assert_eq!(db.get(b"from")?, None);
+/// assert_eq!(db.get(b"to")?.as_deref(), Some(&b"100"[..]));
+/// # drop(db);
+/// # DB::destroy(&Options::default(), &dir)?;
+/// # Ok::<(), strata_kv::Error>(())
+/// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct WriteBatch {
     rep: Vec<u8>,
