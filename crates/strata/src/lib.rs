@@ -4,6 +4,32 @@
 //! bloom filters, compression), the file-system abstraction every file goes
 //! through, and the engine built on them. Byte layouts are specified in
 //! `docs/format/`.
+//!
+//! The API follows the `rocksdb` crate's names: [`DB`], [`Options`],
+//! [`WriteBatch`], [`ReadOptions`], [`WriteOptions`], iterators
+//! ([`DBIterator`], [`DBRawIterator`]) and [`Snapshot`]s.
+//!
+//! ```
+//! use strata_kv::{IteratorMode, Options, WriteBatch, DB};
+//! # let path = std::env::temp_dir().join(format!("strata-doc-crate-{}", std::process::id()));
+//! let mut opts = Options::default();
+//! opts.create_if_missing(true);
+//! let db = DB::open(&opts, &path)?;
+//! db.put(b"hello", b"world")?;
+//! let mut batch = WriteBatch::default();
+//! batch.put(b"a", b"1");
+//! batch.put(b"b", b"2");
+//! db.write(batch)?;
+//! for item in db.iterator(IteratorMode::Start) {
+//!     let (key, value) = item?;
+//!     println!("{:?} = {:?}", key, value);
+//! }
+//! drop(db);
+//! DB::destroy(&Options::default(), &path)?;
+//! # Ok::<(), strata_kv::Error>(())
+//! ```
+
+#![warn(missing_docs)]
 
 pub mod cache;
 pub mod compression;

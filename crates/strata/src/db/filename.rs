@@ -63,6 +63,7 @@ pub(crate) fn shown_names(mut names: Vec<&str>) -> String {
     format!("{}{more}", names.join(", "))
 }
 
+/// `dir/NNNNNN.log`.
 pub fn log_file_name(dir: &Path, number: u64) -> PathBuf {
     numbered(dir, number, LOG_SUFFIX)
 }
