@@ -51,9 +51,14 @@ pub enum Error {
     /// `CURRENT` file, after open found it). A missing table named by the
     /// manifest is `Corruption`.
     NotFound(String),
-    /// The database is locked by another process or another open handle.
+    /// The database is locked by another process or another open handle;
+    /// or `compact_range` could not take files that a running compaction
+    /// holds (try again), or a compaction stopped because the database is
+    /// closing.
     Busy(String),
-    /// The operation is not supported by this build or this format.
+    /// A RocksDB compression type Strata does not implement, by name
+    /// (`"zlib"`, `"bzip2"`, `"lz4hc"`, `"xpress"` parsed as a
+    /// [`DBCompressionType`](crate::DBCompressionType)).
     NotSupported(String),
 }
 

@@ -559,3 +559,21 @@ fn destroy_refuses_a_directory_that_holds_no_database() {
     assert!(!fs.exists(&crashed.join("MANIFEST-000001")));
     DB::destroy(&opts, "/never-created").unwrap();
 }
+
+/// `Error::NotSupported` is what a RocksDB compression name Strata does not
+/// implement parses to; an unknown name is `InvalidArgument`.
+#[test]
+fn compression_names_strata_lacks_are_not_supported() {
+    for name in ["zlib", "bzip2", "lz4hc", "xpress"] {
+        let e = name.parse::<strata_kv::DBCompressionType>().unwrap_err();
+        assert!(matches!(e, Error::NotSupported(_)), "{name}: {e}");
+    }
+    let e = "bogus".parse::<strata_kv::DBCompressionType>().unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    for name in ["none", "snappy", "lz4", "zstd"] {
+        assert!(
+            name.parse::<strata_kv::DBCompressionType>().is_ok(),
+            "{name}"
+        );
+    }
+}
