@@ -32,18 +32,18 @@
 #![warn(missing_docs)]
 
 pub mod cache;
-pub mod compression;
-pub mod db;
+pub(crate) mod compression;
+pub(crate) mod db;
 pub mod env;
-pub mod error;
+pub(crate) mod error;
 pub mod iter;
 pub mod key;
 pub mod limits;
-pub mod memtable;
+pub(crate) mod memtable;
 pub mod sst;
-pub mod util;
-pub mod version;
-pub mod wal;
+pub(crate) mod util;
+pub(crate) mod version;
+pub(crate) mod wal;
 
 pub use db::{
     BlockBasedOptions, Cache, DBCompressionType, DBIterator, DBPinnableSlice, DBRawIterator,
@@ -56,6 +56,13 @@ pub use key::{
     TransformFn,
 };
 pub use sst::{BlockPropertyCollector, BlockPropertyFilter, DataBlockIndexType};
+
+/// Internals the crate's own benchmarks (`benches/`) measure. Not part of
+/// the API: no stability promise, no documentation.
+#[doc(hidden)]
+pub mod bench_internals {
+    pub use crate::version::{Version, VersionBuilder, VersionEdit};
+}
 
 /// The README's example, compiled and run as a doctest.
 #[cfg(doctest)]

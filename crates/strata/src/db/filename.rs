@@ -94,11 +94,13 @@ pub fn temp_file_name(dir: &Path, number: u64) -> PathBuf {
 }
 
 /// `dir/LOG`.
+#[cfg(test)]
 pub fn info_log_file_name(dir: &Path) -> PathBuf {
     dir.join(INFO_LOG_NAME)
 }
 
 /// `dir/LOG.old`.
+#[cfg(test)]
 pub fn old_info_log_file_name(dir: &Path) -> PathBuf {
     dir.join(OLD_INFO_LOG_NAME)
 }

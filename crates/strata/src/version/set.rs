@@ -245,11 +245,6 @@ impl VersionSet {
         self.current.clone()
     }
 
-    /// The internal key comparator every level is sorted by.
-    pub fn icmp(&self) -> &InternalKeyComparator {
-        &self.icmp
-    }
-
     /// Hands out a new file number.
     pub fn new_file_number(&mut self) -> u64 {
         let n = self.next_file_number;
@@ -267,6 +262,7 @@ impl VersionSet {
 
     /// The next file number [`new_file_number`](Self::new_file_number)
     /// will hand out.
+    #[cfg(test)]
     pub fn next_file_number(&self) -> u64 {
         self.next_file_number
     }
