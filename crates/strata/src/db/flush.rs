@@ -8,13 +8,13 @@ use parking_lot::MutexGuard;
 
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
-use crate::key::{parse_internal_key, InternalKey};
-use crate::sst::{TableBuilder, TableProperties};
+use crate::key::parse_internal_key;
 use crate::version::{NewFile, Version, VersionEdit};
 
 use super::compaction::cutting::OutputCutter;
 use super::filename::table_file_name;
 use super::inner::{DbInner, DbState};
+use super::table_outputs::TableOutputs;
 
 impl DbInner {
     /// The body of each background thread: flushes first, then compactions.
@@ -67,11 +67,12 @@ impl DbInner {
         let mem = imm.mem.clone();
         let version = st.versions.current();
         let start = Instant::now();
-        let mut numbers = Vec::new();
-        let built = MutexGuard::unlocked(st, || {
+        let (built, numbers) = MutexGuard::unlocked(st, || {
             let mut it = mem.iter();
             it.seek_to_first();
-            self.write_flush_tables(&mut it, &version, &mut numbers)
+            let mut out = TableOutputs::new(self, 0, || self.new_output_number());
+            let built = self.write_flush_tables(&mut it, &version, &mut out);
+            (built, out.numbers().to_vec())
         });
         drop(version);
         let files = match built {
@@ -123,14 +124,13 @@ impl DbInner {
         }
     }
 
-    /// Writes the entries of `it` (positioned at the first) to level-0
-    /// tables cut by an [`OutputCutter`], each synced and checked to open.
-    /// `numbers` receives every file number used, for cleanup on error.
-    fn write_flush_tables(
+    /// Writes the entries of `it` (positioned at the first) to `out`, cut
+    /// by an [`OutputCutter`].
+    fn write_flush_tables<F: FnMut() -> u64>(
         &self,
         it: &mut dyn InternalIterator,
         version: &Version,
-        numbers: &mut Vec<u64>,
+        out: &mut TableOutputs<'_, F>,
     ) -> Result<Vec<NewFile>> {
         let ucmp = &*self.user_cmp;
         let partitioner = self.opts.sst_partitioner.as_ref().map(|f| f.partitioner());
@@ -142,140 +142,51 @@ impl DbInner {
             self.opts.stream_aware_cutting,
             self.opts.target_file_size(1),
         );
-        let mut finished: Vec<(u64, TableBuilder, TableStats, TableProperties)> = Vec::new();
-        let mut current: Option<(u64, TableBuilder, TableStats)> = None;
         let mut prev_user_key: Vec<u8> = Vec::new();
         while it.valid() {
             let key = it.key();
             let p = parse_internal_key(key)
                 .ok_or_else(|| Error::corruption("memtable", 0, "malformed internal key"))?;
-            let new_user_key =
-                current.is_none() || ucmp.compare(&prev_user_key, p.user_key).is_ne();
-            if new_user_key {
-                let size = current.as_ref().map_or(0, |c| c.1.estimated_file_size());
-                let prev = current.as_ref().map(|_| prev_user_key.as_slice());
-                if cutter.should_cut(prev, p.user_key, size, None) {
-                    let (number, mut b, stats) = current.take().expect("an output is open");
-                    let props = b.finish()?;
-                    b.sync()?;
-                    finished.push((number, b, stats, props));
+            let size = out.current_size();
+            if size.is_none() || ucmp.compare(&prev_user_key, p.user_key).is_ne() {
+                let prev = size.map(|_| prev_user_key.as_slice());
+                if cutter.should_cut(prev, p.user_key, size.unwrap_or(0), None) {
+                    out.cut()?;
                 }
                 prev_user_key.clear();
                 prev_user_key.extend_from_slice(p.user_key);
             }
-            if current.is_none() {
-                let number = self.new_output_number();
-                numbers.push(number);
-                let path = table_file_name(&self.dir, number);
-                let file = self.fs.create(&path)?;
-                let b =
-                    TableBuilder::new(self.opts.table_options(), file, path.display().to_string())?;
-                current = Some((number, b, TableStats::default()));
-            }
-            let (_, b, stats) = current.as_mut().expect("an output is open");
-            stats.observe(key)?;
-            b.add(key, it.value())?;
+            out.add(key, it.value(), p.sequence)?;
             it.next();
         }
         it.status()?;
-        if let Some((number, mut b, stats)) = current.take() {
-            let props = b.finish()?;
-            b.sync()?;
-            finished.push((number, b, stats, props));
-        }
-        if finished.is_empty() {
-            return Ok(Vec::new());
-        }
-        // One directory sync makes every new name durable before the
-        // manifest refers to them (see write_table).
-        self.fs.sync_dir(&self.dir)?;
-        let mut files = Vec::with_capacity(finished.len());
-        for (number, b, stats, props) in finished {
-            self.table_cache.get(number, 0)?;
-            files.push(NewFile {
-                number,
-                file_size: b.file_size(),
-                smallest: InternalKey::from_encoded(props.smallest_key),
-                largest: InternalKey::from_encoded(props.largest_key),
-                smallest_seqno: stats.smallest_seqno,
-                largest_seqno: stats.largest_seqno,
-            });
-        }
-        Ok(files)
+        out.finish()
     }
 
     /// Writes the entries of `it` (positioned at the first) to table
     /// `number`, synced, and checks that it opens. None if `it` was empty
-    /// (no file is left behind).
+    /// (no file is left behind; nor is one on an error).
     pub(crate) fn write_table(
         &self,
         it: &mut dyn InternalIterator,
         number: u64,
     ) -> Result<Option<NewFile>> {
-        let path = table_file_name(&self.dir, number);
+        let mut out = TableOutputs::new(self, 0, || number);
         let result = (|| {
-            let file = self.fs.create(&path)?;
-            let mut b =
-                TableBuilder::new(self.opts.table_options(), file, path.display().to_string())?;
-            let mut meta = TableStats::default();
             while it.valid() {
-                meta.observe(it.key())?;
-                b.add(it.key(), it.value())?;
+                let p = parse_internal_key(it.key()).ok_or_else(|| {
+                    Error::corruption("recovered memtable", 0, "malformed internal key")
+                })?;
+                out.add(it.key(), it.value(), p.sequence)?;
                 it.next();
             }
             it.status()?;
-            let props = b.finish()?;
-            b.sync()?;
-            if props.num_entries == 0 {
-                return Ok(None);
-            }
-            // The manifest may name the table only once its directory entry
-            // is durable too, or a power loss leaves a dangling reference.
-            self.fs.sync_dir(&self.dir)?;
-            let file_size = b.file_size();
-            // Open it through the cache: a table that cannot be read back is
-            // never recorded in the manifest.
-            self.table_cache.get(number, 0)?;
-            Ok(Some(NewFile {
-                number,
-                file_size,
-                smallest: InternalKey::from_encoded(props.smallest_key),
-                largest: InternalKey::from_encoded(props.largest_key),
-                smallest_seqno: meta.smallest_seqno,
-                largest_seqno: meta.largest_seqno,
-            }))
+            out.finish()
         })();
-        if !matches!(result, Ok(Some(_))) {
+        if result.is_err() {
             self.table_cache.evict(number);
-            let _ = self.fs.remove(&path);
+            let _ = self.fs.remove(&table_file_name(&self.dir, number));
         }
-        result
-    }
-}
-
-/// Sequence range of the entries written to a table.
-#[derive(Debug)]
-pub(crate) struct TableStats {
-    pub(crate) smallest_seqno: u64,
-    pub(crate) largest_seqno: u64,
-}
-
-impl Default for TableStats {
-    fn default() -> Self {
-        TableStats {
-            smallest_seqno: u64::MAX,
-            largest_seqno: 0,
-        }
-    }
-}
-
-impl TableStats {
-    pub(crate) fn observe(&mut self, ikey: &[u8]) -> Result<()> {
-        let p = parse_internal_key(ikey).ok_or_else(|| {
-            Error::corruption("memtable or compaction input", 0, "malformed internal key")
-        })?;
-        self.smallest_seqno = self.smallest_seqno.min(p.sequence);
-        self.largest_seqno = self.largest_seqno.max(p.sequence);
-        Ok(())
+        Ok(result?.pop())
     }
 }

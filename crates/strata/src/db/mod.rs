@@ -17,6 +17,7 @@ pub mod options;
 mod read;
 mod sst_partitioner;
 mod table_cache;
+mod table_outputs;
 mod write;
 pub mod write_batch;
 

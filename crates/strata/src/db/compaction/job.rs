@@ -10,13 +10,11 @@ use parking_lot::MutexGuard;
 use crate::error::{Error, Result};
 use crate::iter::merging::MergingIterator;
 use crate::iter::InternalIterator;
-use crate::key::{parse_internal_key, Comparator, InternalKey, SequenceNumber, ValueKind};
-use crate::sst::TableBuilder;
+use crate::key::{parse_internal_key, Comparator, SequenceNumber, ValueKind};
 use crate::version::{NewFile, Version, VersionEdit, NUM_LEVELS};
 
-use super::super::filename::table_file_name;
-use super::super::flush::TableStats;
 use super::super::inner::{DbInner, DbState};
+use super::super::table_outputs::TableOutputs;
 use super::cutting::OutputCutter;
 use super::picker::{Compaction, LAST_LEVEL};
 
@@ -287,19 +285,6 @@ struct Job<'a> {
     snapshots: Vec<SequenceNumber>,
 }
 
-struct Output {
-    number: u64,
-    builder: TableBuilder,
-    stats: TableStats,
-}
-
-#[derive(Default)]
-struct Outputs {
-    done: Vec<NewFile>,
-    numbers: Vec<u64>,
-    current: Option<Output>,
-}
-
 /// Tracks how much of the grandparent level the current output overlaps,
 /// to cut it before a later compaction of it would read too much.
 struct GrandparentCursor<'a> {
@@ -339,10 +324,14 @@ type JobResult = std::result::Result<(Vec<NewFile>, (u64, u64)), (Error, Vec<u64
 
 impl Job<'_> {
     fn run(&self) -> JobResult {
-        let mut out = Outputs::default();
-        match self.merge(&mut out) {
-            Ok(counts) => Ok((out.done, counts)),
-            Err(e) => Err((e, out.numbers)),
+        let db = self.db;
+        let mut out = TableOutputs::new(db, self.c.output_level, || db.new_output_number());
+        match self
+            .merge(&mut out)
+            .and_then(|counts| Ok((out.finish()?, counts)))
+        {
+            Ok(done) => Ok(done),
+            Err(e) => Err((e, out.numbers().to_vec())),
         }
     }
 
@@ -354,7 +343,7 @@ impl Job<'_> {
     }
 
     /// Merges the inputs; returns (entries read, entries dropped).
-    fn merge(&self, out: &mut Outputs) -> Result<(u64, u64)> {
+    fn merge<F: FnMut() -> u64>(&self, out: &mut TableOutputs<'_, F>) -> Result<(u64, u64)> {
         let db = self.db;
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         for f in self.c.all_inputs() {
@@ -394,7 +383,7 @@ impl Job<'_> {
                 _ => 0,
             }
         };
-        let mut current_user_key: Option<Vec<u8>> = None;
+        let mut current_user_key: Vec<u8> = Vec::new();
         let mut last_stripe = usize::MAX;
         let (mut read, mut dropped) = (0u64, 0u64);
         while it.valid() {
@@ -412,24 +401,21 @@ impl Job<'_> {
                     "malformed internal key",
                 ));
             };
-            let new_user_key = current_user_key
-                .as_deref()
-                .is_none_or(|k| ucmp.compare(k, p.user_key) != CmpOrdering::Equal);
+            let new_user_key =
+                read == 1 || ucmp.compare(&current_user_key, p.user_key) != CmpOrdering::Equal;
             if new_user_key {
                 // Cut only between user keys, so no user key spans two files.
                 let stop = grandparents.should_stop_before(p.user_key, ucmp);
-                let size = out
-                    .current
-                    .as_ref()
-                    .map_or(0, |o| o.builder.estimated_file_size());
+                let size = out.current_size();
                 let source = Some(rank(it.current_child()));
-                let prev = out.current.as_ref().and(current_user_key.as_deref());
-                let cut = cutter.should_cut(prev, p.user_key, size, source);
-                if out.current.is_some() && (cut || stop || size >= target) {
-                    self.finish_output(out)?;
+                let prev = size.map(|_| current_user_key.as_slice());
+                let cut = cutter.should_cut(prev, p.user_key, size.unwrap_or(0), source);
+                if size.is_some_and(|size| cut || stop || size >= target) {
+                    out.cut()?;
                     grandparents.reset();
                 }
-                current_user_key = Some(p.user_key.to_vec());
+                current_user_key.clear();
+                current_user_key.extend_from_slice(p.user_key);
                 last_stripe = usize::MAX;
             }
             let stripe = self.stripe(p.sequence);
@@ -445,54 +431,14 @@ impl Job<'_> {
             if drop {
                 dropped += 1;
             } else {
-                if out.current.is_none() {
-                    self.start_output(out)?;
-                }
-                let cur = out.current.as_mut().expect("output just started");
-                cur.stats.observe(key)?;
-                cur.builder.add(key, it.value())?;
-                cutter.wrote((key.len() + it.value().len()) as u64);
+                let value = it.value();
+                out.add(key, value, p.sequence)?;
+                cutter.wrote((key.len() + value.len()) as u64);
             }
             it.next();
         }
         it.status()?;
-        self.finish_output(out)?;
         Ok((read, dropped))
-    }
-
-    fn start_output(&self, out: &mut Outputs) -> Result<()> {
-        let db = self.db;
-        let number = db.new_output_number();
-        out.numbers.push(number);
-        let path = table_file_name(&db.dir, number);
-        let file = db.fs.create(&path)?;
-        let builder = TableBuilder::new(db.opts.table_options(), file, path.display().to_string())?;
-        out.current = Some(Output {
-            number,
-            builder,
-            stats: TableStats::default(),
-        });
-        Ok(())
-    }
-
-    fn finish_output(&self, out: &mut Outputs) -> Result<()> {
-        let Some(mut cur) = out.current.take() else {
-            return Ok(());
-        };
-        let props = cur.builder.finish()?;
-        cur.builder.sync()?;
-        // Durable name before the manifest refers to it (see write_table).
-        self.db.fs.sync_dir(&self.db.dir)?;
-        self.db.table_cache.get(cur.number, self.c.output_level)?;
-        out.done.push(NewFile {
-            number: cur.number,
-            file_size: cur.builder.file_size(),
-            smallest: InternalKey::from_encoded(props.smallest_key),
-            largest: InternalKey::from_encoded(props.largest_key),
-            smallest_seqno: cur.stats.smallest_seqno,
-            largest_seqno: cur.stats.largest_seqno,
-        });
-        Ok(())
     }
 }
 
