@@ -54,6 +54,11 @@ struct LevelCursor<'a> {
 }
 
 impl LevelCursor<'_> {
+    /// The last key passed lies inside a file of this level.
+    fn inside(&self) -> bool {
+        self.place.is_some_and(|p| p.inside)
+    }
+
     /// Moves to `user_key` (at or after the previous key): whether it lies
     /// in another file or gap than the previous key, and whether it lies
     /// inside a file.
@@ -94,6 +99,8 @@ struct Edges<'a> {
     /// Files whose smallest key is crossed and largest key is not: the
     /// files the current key is inside.
     open: usize,
+    /// A key was passed (the first key crosses nothing).
+    started: bool,
     /// Some key of the current output lies inside a level-0 file.
     output_inside: bool,
 }
@@ -109,14 +116,14 @@ impl<'a> Edges<'a> {
             edges,
             next: 0,
             open: 0,
+            started: false,
             output_inside: false,
         }
     }
 
     /// Moves to `user_key`: whether an edge lies between the previous key
-    /// and it (`first`: there is no previous key), and whether it lies
-    /// inside a file.
-    fn advance(&mut self, ucmp: &dyn Comparator, user_key: &[u8], first: bool) -> (bool, bool) {
+    /// and it, and whether it lies inside a file.
+    fn advance(&mut self, ucmp: &dyn Comparator, user_key: &[u8]) -> (bool, bool) {
         let start = self.next;
         while let Some(&(edge, is_largest)) = self.edges.get(self.next) {
             let crossed = match ucmp.compare(edge, user_key) {
@@ -134,6 +141,7 @@ impl<'a> Edges<'a> {
             }
             self.next += 1;
         }
+        let first = !std::mem::replace(&mut self.started, true);
         (!first && self.next != start, self.open > 0)
     }
 }
@@ -148,7 +156,6 @@ pub(crate) struct OutputCutter<'a> {
     /// Stream-aware cutting is on.
     auto: bool,
     min_size: u64,
-    seen_first: bool,
     /// Bytes of the run of entries from one input ending at the previous
     /// key, and that input's age rank.
     run_bytes: u64,
@@ -156,11 +163,10 @@ pub(crate) struct OutputCutter<'a> {
 }
 
 impl<'a> OutputCutter<'a> {
-    /// A cutter for outputs written into `output_level` of `version`.
-    /// `with_level0` adds the level-0 files (a flush, whose output joins
-    /// them); the levels below the output always count. The output level
-    /// itself adds nothing: every file of it that a compaction's range
-    /// touches is one of its inputs.
+    /// A cutter for outputs written into `output_level` of `version`: the
+    /// levels below the output count, and for a flush (output level 0) the
+    /// level-0 files too. The output level of a compaction adds nothing:
+    /// every file of it that the compaction's range touches is an input.
     pub(crate) fn new(
         version: &'a Version,
         icmp: &'a InternalKeyComparator,
@@ -192,7 +198,6 @@ impl<'a> OutputCutter<'a> {
             partitioner,
             auto,
             min_size: min_cut_size(target_file_size),
-            seen_first: false,
             run_bytes: 0,
             run_source: None,
         }
@@ -210,26 +215,20 @@ impl<'a> OutputCutter<'a> {
         size: u64,
         source: Option<u32>,
     ) -> bool {
-        let first = !self.seen_first;
-        self.seen_first = true;
         let ucmp = &**self.icmp.user_comparator();
         // Every cursor moves, whether or not an earlier one already crossed.
         // In a level where the output already overlaps a file and the key
         // lies inside another, crossing gains nothing: both pieces overlap
         // that level and will be merged anyway (random writes, whose every
         // key lies inside some file, are never cut).
-        let mut insides = [false; NUM_LEVELS + 1];
         let mut gap_cut = false;
-        for (n, cursor) in self.levels.iter_mut().enumerate() {
+        for cursor in &mut self.levels {
             let (crossed, inside) = cursor.advance(self.version, self.icmp, user_key);
             gap_cut |= crossed && !(cursor.output_inside && inside);
-            insides[n] = inside;
         }
-        let l0_at = self.levels.len();
         if let Some(edges) = &mut self.l0 {
-            let (crossed, inside) = edges.advance(ucmp, user_key, first);
+            let (crossed, inside) = edges.advance(ucmp, user_key);
             gap_cut |= crossed && !(edges.output_inside && inside);
-            insides[l0_at] = inside;
         }
         let mut run_ended = false;
         if source != self.run_source {
@@ -247,11 +246,11 @@ impl<'a> OutputCutter<'a> {
         });
         // The key begins an output (a new one, or the first) or joins one.
         let begins = cut || prev.is_none();
-        for (n, cursor) in self.levels.iter_mut().enumerate() {
-            cursor.output_inside = insides[n] || (!begins && cursor.output_inside);
+        for cursor in &mut self.levels {
+            cursor.output_inside = cursor.inside() || (!begins && cursor.output_inside);
         }
         if let Some(edges) = &mut self.l0 {
-            edges.output_inside = insides[l0_at] || (!begins && edges.output_inside);
+            edges.output_inside = edges.open > 0 || (!begins && edges.output_inside);
         }
         cut
     }

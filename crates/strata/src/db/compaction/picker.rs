@@ -221,9 +221,14 @@ fn level0_moves(
         .collect()
 }
 
-fn ranges_overlap(a: &(Vec<u8>, Vec<u8>), b: &(Vec<u8>, Vec<u8>), ucmp: &dyn Comparator) -> bool {
-    ucmp.compare(&a.0, &b.1) != CmpOrdering::Greater
-        && ucmp.compare(&b.0, &a.1) != CmpOrdering::Greater
+/// True if a running compaction writes into `level` over a range that
+/// shares a user key with `[lo, hi]`.
+fn running_into(st: &DbState, level: usize, lo: &[u8], hi: &[u8], ucmp: &dyn Comparator) -> bool {
+    st.running.iter().any(|(l, (r_lo, r_hi))| {
+        *l == level
+            && ucmp.compare(r_lo, hi) != CmpOrdering::Greater
+            && ucmp.compare(lo, r_hi) != CmpOrdering::Greater
+    })
 }
 
 fn busy(f: &FileMetaData) -> bool {
@@ -276,11 +281,13 @@ impl DbInner {
             .filter(|f| !busy(f))
             .cloned()
             .collect();
-        let free = self
-            .level0_movable(version, targets.base_level, &idle, |_| true)
-            .len();
-        let could = self.level0_could_move(version, targets.base_level, &idle);
-        let l0_files = flush_count(idle.iter()).max(could.saturating_sub(free));
+        let fitting: std::collections::HashSet<u64> = idle
+            .iter()
+            .filter(|f| self.fits_below(version, targets.base_level, f))
+            .map(|f| f.number)
+            .collect();
+        let free = level0_moves(&idle, &*self.user_cmp, |f| fitting.contains(&f.number)).len();
+        let l0_files = flush_count(idle.iter()).max(fitting.len() - free);
         let l0_bytes: u64 = version
             .files(0)
             .iter()
@@ -371,13 +378,8 @@ impl DbInner {
         let ucmp = &*self.user_cmp;
         let max_move_bytes = self.opts.target_file_size(output_level).saturating_mul(2);
         let chosen = self.level0_movable(version, output_level, version.files(0), |f| {
-            let range = (
-                f.smallest.user_key().to_vec(),
-                f.largest.user_key().to_vec(),
-            );
-            !st.running
-                .iter()
-                .any(|(l, r)| *l == output_level && ranges_overlap(r, &range, ucmp))
+            let (lo, hi) = (f.smallest.user_key(), f.largest.user_key());
+            !running_into(st, output_level, lo, hi, ucmp)
         });
         let range = key_range(&chosen, ucmp)?;
         Some(Compaction {
@@ -415,22 +417,7 @@ impl DbInner {
         let (lo, hi) = (f.smallest.user_key(), f.largest.user_key());
         f.file_size <= self.opts.target_file_size(output_level).saturating_mul(2)
             && may_move(f, self.partitioner())
-            && version
-                .overlapping_files(output_level, Some(lo), Some(hi), ucmp)
-                .is_empty()
-    }
-
-    /// How many files of `l0` [`level0_movable`](Self::level0_movable)
-    /// would let go if no other level-0 file overlapped them.
-    fn level0_could_move(
-        &self,
-        version: &Version,
-        output_level: usize,
-        l0: &[Arc<FileMetaData>],
-    ) -> usize {
-        l0.iter()
-            .filter(|f| self.fits_below(version, output_level, f))
-            .count()
+            && !version.overlap_in_level(output_level, Some(lo), Some(hi), ucmp)
     }
 
     /// Grows a trivial move of file `at` of its level into a run of the
@@ -462,20 +449,15 @@ impl DbInner {
             {
                 break;
             }
-            let range = (c.range.0.clone(), g.largest.user_key().to_vec());
-            let clear = version
-                .overlapping_files(c.output_level, Some(&range.0), Some(&range.1), ucmp)
-                .is_empty()
-                && !st
-                    .running
-                    .iter()
-                    .any(|(l, r)| *l == c.output_level && ranges_overlap(r, &range, ucmp));
-            if !clear {
+            let (lo, hi) = (c.range.0.as_slice(), g.largest.user_key());
+            if version.overlap_in_level(c.output_level, Some(lo), Some(hi), ucmp)
+                || running_into(st, c.output_level, lo, hi, ucmp)
+            {
                 break;
             }
             total += g.file_size;
             c.inputs[0].push(g.clone());
-            c.range = range;
+            c.range.1 = hi.to_vec();
         }
     }
 
@@ -504,11 +486,7 @@ impl DbInner {
         let mut all = inputs0.clone();
         all.extend(inputs1.iter().cloned());
         let range = key_range(&all, ucmp)?;
-        if st
-            .running
-            .iter()
-            .any(|(l, r)| *l == output_level && ranges_overlap(r, &range, ucmp))
-        {
+        if running_into(st, output_level, &range.0, &range.1, ucmp) {
             return None;
         }
         let grandparents = if output_level + 1 < NUM_LEVELS {
