@@ -894,6 +894,11 @@ fn check_skips_from(
             "{ctx}: next after backward"
         );
     }
+    // Landing on the run's first entry (what prev_prefix uses).
+    it.seek(&entries[i].0);
+    it.skip_run_backward_to_first(&run);
+    let first = want.map_or(0, |j| j + 1);
+    assert_eq!(it.key(), &entries[first].0[..], "{ctx}: first of the run");
     it.status().unwrap();
 }
 
