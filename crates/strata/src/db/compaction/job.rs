@@ -142,7 +142,9 @@ impl DbInner {
             for f in v.files(level) {
                 assert!(seen.insert(f.number), "file {} referenced twice", f.number);
                 assert!(
-                    self.fs.exists(&table_file_name(&self.dir, f.number)),
+                    self.fs.exists(&super::super::filename::table_file_name(
+                        &self.dir, f.number
+                    )),
                     "file {} missing",
                     f.number
                 );
