@@ -47,8 +47,8 @@ pub(crate) mod wal;
 
 pub use db::{
     BlockBasedOptions, Cache, DBCompressionType, DBIterator, DBPinnableSlice, DBRawIterator,
-    DBRecoveryMode, Direction, IteratorMode, LiveFile, Options, ReadOptions, Snapshot,
-    SstPartitioner, SstPartitionerFactory, WriteBatch, WriteOptions, DB,
+    DBRecoveryMode, Direction, IteratorMode, LiveFile, Options, PackedTableOptions, ReadOptions,
+    Snapshot, SstPartitioner, SstPartitionerFactory, WriteBatch, WriteOptions, DB,
 };
 pub use error::{Error, Result};
 pub use key::{

@@ -67,6 +67,15 @@ fn options(fs: &FaultInjectionFileSystem, rng: &mut StdRng) -> (Options, Option<
             rng.gen_range(5..8),
         ));
     }
+    // Packed tables in some levels (keys of one table are often dense or
+    // gappy runs of digits: every key index kind is met), the format
+    // changing from one open to the next.
+    if rng.gen_bool(0.35) {
+        let mut p = strata_kv::PackedTableOptions::default();
+        p.set_from_level(rng.gen_range(0..3));
+        p.set_lazy_checksums(rng.gen_bool(0.5));
+        opts.set_packed_table_factory(&p);
+    }
     (opts, prefix_len)
 }
 

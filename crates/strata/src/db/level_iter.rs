@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::iter::{InternalIterator, PrefixRun};
 use crate::key::Comparator;
 use crate::key::InternalKeyComparator;
-use crate::sst::{BlockPropertyFilter, TableIterator};
+use crate::sst::{BlockPropertyFilter, TableIter};
 use crate::version::Version;
 
 use super::inner::DbInner;
@@ -22,7 +22,7 @@ pub(crate) struct LevelIterator {
     fill_cache: bool,
     /// Index of the open file; `files.len()` when none.
     index: usize,
-    table: Option<TableIterator>,
+    table: Option<TableIter>,
     status: Result<()>,
     /// The read's block property filters, applied to every table opened.
     filters: Vec<Arc<dyn BlockPropertyFilter>>,

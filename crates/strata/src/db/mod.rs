@@ -33,7 +33,8 @@ use inner::DbInner;
 pub use iterator::{DBIterator, DBRawIterator, Direction, IteratorMode};
 pub use live_files::LiveFile;
 pub use options::{
-    BlockBasedOptions, Cache, DBCompressionType, DBRecoveryMode, Options, ReadOptions, WriteOptions,
+    BlockBasedOptions, Cache, DBCompressionType, DBRecoveryMode, Options, PackedTableOptions,
+    ReadOptions, WriteOptions,
 };
 pub use read::DBPinnableSlice;
 pub use sst_partitioner::{SstPartitioner, SstPartitionerFactory};

@@ -120,7 +120,8 @@ pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
         opts.table.cache_index_and_filter_blocks,
         opts.table.pin_l0_filter_and_index_blocks_in_cache,
     )
-    .with_prefix_extractor(opts.prefix_extractor.clone());
+    .with_prefix_extractor(opts.prefix_extractor.clone())
+    .with_packed_lazy_checksums(opts.packed.as_ref().is_some_and(|p| p.lazy_checksums));
     let inner = Arc::new(DbInner {
         dir: dir.to_owned(),
         opts: opts.clone(),

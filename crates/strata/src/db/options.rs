@@ -157,6 +157,50 @@ impl BlockBasedOptions {
     }
 }
 
+/// Options of packed tables ([`Options::set_packed_table_factory`]): a
+/// table format for data that fits in memory. A packed table is mapped
+/// (or read whole) when opened; a point lookup is arithmetic for dense
+/// integer keys and a search over fixed-width integers for others, then
+/// one slice of the mapping: no block cache, no block decoding, no
+/// decompression. The format is in `docs/format/packed_table.md`.
+///
+/// ```
+/// use strata_kv::{Options, PackedTableOptions, DB};
+/// # let dir = std::env::temp_dir().join(format!("strata-doc-{}-{}", std::process::id(), line!()));
+/// let mut packed = PackedTableOptions::default();
+/// packed.set_from_level(1); // L0 stays block-based
+/// let mut opts = Options::default();
+/// opts.create_if_missing(true);
+/// opts.set_packed_table_factory(&packed);
+/// let db = DB::open(&opts, &dir)?;
+/// db.put(1u64.to_be_bytes(), b"one")?;
+/// assert_eq!(db.get(1u64.to_be_bytes())?.as_deref(), Some(&b"one"[..]));
+/// # drop(db);
+/// # DB::destroy(&Options::default(), &dir)?;
+/// # Ok::<(), strata_kv::Error>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct PackedTableOptions {
+    pub(crate) from_level: usize,
+    pub(crate) lazy_checksums: bool,
+}
+
+impl PackedTableOptions {
+    /// Tables written to `level` and below are packed; those above stay
+    /// block-based (default 0: every table). Tables of both formats are
+    /// read wherever they are: changing this never rewrites a table.
+    pub fn set_from_level(&mut self, level: i32) {
+        self.from_level = level.max(0) as usize;
+    }
+
+    /// Check each section's checksum the first time a read needs it
+    /// instead of when the table is opened (default false: at open, which
+    /// reads the whole file once).
+    pub fn set_lazy_checksums(&mut self, lazy: bool) {
+        self.lazy_checksums = lazy;
+    }
+}
+
 /// Database options, as `rocksdb::Options`.
 ///
 /// Every setter has the `rocksdb` crate's name; table options go through
@@ -211,6 +255,7 @@ pub struct Options {
     pub(crate) block_property_collectors: Vec<BlockPropertyCollectorFactory>,
     pub(crate) sst_partitioner: Option<SstPartitionerFactory>,
     pub(crate) stream_aware_cutting: bool,
+    pub(crate) packed: Option<PackedTableOptions>,
 }
 
 impl std::fmt::Debug for Options {
@@ -257,6 +302,7 @@ impl Default for Options {
             block_property_collectors: Vec::new(),
             sst_partitioner: None,
             stream_aware_cutting: true,
+            packed: None,
         }
     }
 }
@@ -424,6 +470,17 @@ impl Options {
     pub fn set_block_based_table_factory(&mut self, factory: &BlockBasedOptions) {
         self.table = factory.clone();
     }
+    /// Writes packed tables ([`PackedTableOptions`]) to the levels it names,
+    /// block-based tables ([`Options::set_block_based_table_factory`]) to
+    /// the others, as `rocksdb::Options::set_plain_table_factory` chooses
+    /// plain tables.
+    pub fn set_packed_table_factory(&mut self, options: &PackedTableOptions) {
+        self.packed = Some(options.clone());
+    }
+    /// Whether tables written to `level` are packed.
+    pub(crate) fn packed_at(&self, level: usize) -> bool {
+        self.packed.as_ref().is_some_and(|p| level >= p.from_level)
+    }
     /// The file system all files go through (default: the OS's).
     pub fn set_file_system(&mut self, fs: Arc<dyn FileSystem>) {
         self.fs = fs;
@@ -471,6 +528,15 @@ impl Options {
         }
         if self.max_background_jobs == 0 {
             return bad("max_background_jobs must be positive".into());
+        }
+        if let Some(p) = &self.packed {
+            if p.from_level >= crate::version::NUM_LEVELS {
+                return bad(format!(
+                    "packed table from_level {} must be below {}",
+                    p.from_level,
+                    crate::version::NUM_LEVELS
+                ));
+            }
         }
         if self.max_open_files >= 0 && self.max_open_files < 10 {
             return bad(format!(

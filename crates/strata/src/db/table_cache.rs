@@ -9,20 +9,20 @@ use crate::cache::{BlockCache, LruCache};
 use crate::env::FileSystem;
 use crate::error::Result;
 use crate::key::{Comparator, SliceTransform};
-use crate::sst::{MetaPlacement, TableReader};
+use crate::sst::{MetaPlacement, Table, TableOpenOptions};
 use crate::version::FileMetaData;
 
 use super::filename::table_file_name;
 
 /// A table reader borrowed from a file's metadata or held from the cache.
 pub(crate) enum TableRef<'f> {
-    Pinned(&'f Arc<TableReader>),
-    Owned(Arc<TableReader>),
+    Pinned(&'f Table),
+    Owned(Table),
 }
 
 impl std::ops::Deref for TableRef<'_> {
-    type Target = Arc<TableReader>;
-    fn deref(&self) -> &Arc<TableReader> {
+    type Target = Table;
+    fn deref(&self) -> &Table {
         match self {
             TableRef::Pinned(r) => r,
             TableRef::Owned(r) => r,
@@ -36,7 +36,7 @@ pub(crate) struct TableCache {
     fs: Arc<dyn FileSystem>,
     user_cmp: Arc<dyn Comparator>,
     block_cache: Option<Arc<BlockCache>>,
-    readers: LruCache<u64, Arc<TableReader>>,
+    readers: LruCache<u64, Table>,
     /// No `max_open_files` bound: readers are also kept in their files'
     /// metadata.
     unbounded: bool,
@@ -46,6 +46,9 @@ pub(crate) struct TableCache {
     placement: MetaPlacement,
     /// The database's prefix extractor, for readers to probe filters with.
     prefix_extractor: Option<Arc<SliceTransform>>,
+    /// Packed tables check each section's checksum on first use, not at
+    /// open.
+    packed_lazy_checksums: bool,
 }
 
 impl std::fmt::Debug for TableCache {
@@ -83,6 +86,7 @@ impl TableCache {
             placement_l0: MetaPlacement::Reader,
             placement: MetaPlacement::Reader,
             prefix_extractor: None,
+            packed_lazy_checksums: false,
             readers: LruCache::new(
                 capacity,
                 Some(if (0..160).contains(&max_open_files) {
@@ -97,6 +101,12 @@ impl TableCache {
     /// Readers probe their filters for prefixes of `extractor`.
     pub(crate) fn with_prefix_extractor(mut self, extractor: Option<Arc<SliceTransform>>) -> Self {
         self.prefix_extractor = extractor;
+        self
+    }
+
+    /// Packed tables opened from now on check each section on first use.
+    pub(crate) fn with_packed_lazy_checksums(mut self, lazy: bool) -> Self {
+        self.packed_lazy_checksums = lazy;
         self
     }
 
@@ -118,7 +128,7 @@ impl TableCache {
     /// The reader for table `number` (in `level`, which decides where a
     /// newly opened reader keeps its index and filter), opening it if
     /// needed.
-    pub(crate) fn get(&self, number: u64, level: usize) -> Result<Arc<TableReader>> {
+    pub(crate) fn get(&self, number: u64, level: usize) -> Result<Table> {
         if let Some(r) = self.readers.get(&number) {
             return Ok(r);
         }
@@ -130,14 +140,14 @@ impl TableCache {
         } else {
             self.placement
         };
-        let reader = Arc::new(TableReader::open_placed(
-            file,
-            name,
-            self.user_cmp.clone(),
-            self.block_cache.clone(),
+        let opts = TableOpenOptions {
+            comparator: self.user_cmp.clone(),
+            block_cache: self.block_cache.clone(),
             placement,
-            self.prefix_extractor.clone(),
-        )?);
+            prefix_extractor: self.prefix_extractor.clone(),
+            packed_lazy_checksums: self.packed_lazy_checksums,
+        };
+        let reader = Table::open(file, name, &opts)?;
         self.readers.insert(number, reader.clone(), 1);
         Ok(reader)
     }

@@ -8,7 +8,7 @@
 
 use crate::error::Result;
 use crate::key::{InternalKey, SequenceNumber};
-use crate::sst::{TableBuilder, TableProperties};
+use crate::sst::{TableProperties, TableWriter};
 use crate::version::NewFile;
 
 use super::filename::table_file_name;
@@ -16,7 +16,7 @@ use super::inner::DbInner;
 
 struct Output {
     number: u64,
-    builder: TableBuilder,
+    builder: TableWriter,
     smallest_seqno: SequenceNumber,
     largest_seqno: SequenceNumber,
 }
@@ -67,8 +67,9 @@ impl<'a, F: FnMut() -> u64> TableOutputs<'a, F> {
                 self.numbers.push(number);
                 let path = table_file_name(&self.db.dir, number);
                 let file = self.db.fs.create(&path)?;
-                let builder = TableBuilder::new(
+                let builder = TableWriter::new(
                     self.db.opts.table_options(),
+                    self.db.opts.packed_at(self.level),
                     file,
                     path.display().to_string(),
                 )?;

@@ -46,6 +46,20 @@ pub trait RandomAccessFile: Send + Sync + Debug {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
     /// Size of the file in bytes when it was opened.
     fn size(&self) -> u64;
+    /// The whole file (its first [`RandomAccessFile::size`] bytes) as one
+    /// shared buffer. File systems that can map files do (the POSIX one);
+    /// the default reads the file into memory through
+    /// [`RandomAccessFile::read_exact_at`], so wrappers such as the
+    /// fault-injecting file system see the read. Packed tables are read
+    /// this way.
+    fn map(&self) -> Result<bytes::Bytes> {
+        let len = usize::try_from(self.size()).map_err(|_| {
+            Error::invalid_argument(format!("a file of {} bytes cannot be mapped", self.size()))
+        })?;
+        let mut buf = vec![0u8; len];
+        self.read_exact_at(0, &mut buf)?;
+        Ok(bytes::Bytes::from(buf))
+    }
 }
 
 /// An exclusive lock on a database directory, released when dropped.

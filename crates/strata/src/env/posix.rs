@@ -125,6 +125,23 @@ impl RandomAccessFile for PosixRandomAccessFile {
     fn size(&self) -> u64 {
         self.size
     }
+
+    fn map(&self) -> Result<bytes::Bytes> {
+        if self.size == 0 {
+            return Ok(bytes::Bytes::new());
+        }
+        let len = usize::try_from(self.size).map_err(|_| {
+            Error::invalid_argument(format!("{}: too large to map", display(&self.path)))
+        })?;
+        // SAFETY: table files are written once, synced and never modified
+        // or truncated while the database has them open (they are deleted
+        // only when no version and no reader holds them, and a deleted
+        // file's mapping stays valid). Only a process outside the engine
+        // truncating the file could invalidate the mapping.
+        let map = unsafe { memmap2::MmapOptions::new().len(len).map(&self.file) }
+            .map_err(|e| io_err("mmap", &self.path, e))?;
+        Ok(bytes::Bytes::from_owner(map))
+    }
 }
 
 #[derive(Debug)]

@@ -17,8 +17,10 @@ pub mod filter;
 pub mod format;
 pub mod index;
 mod index_array;
+pub mod packed;
 pub mod properties;
 mod readahead;
+mod table;
 mod table_builder;
 mod table_iter;
 mod table_reader;
@@ -34,6 +36,7 @@ pub use block_property::{
     BlockPropertyCollector, BlockPropertyCollectorFactory, BlockPropertyFilter,
 };
 pub use properties::TableProperties;
+pub(crate) use table::{Table, TableIter, TableOpenOptions, TableWriter};
 pub use table_builder::TableBuilder;
 pub use table_iter::TableIterator;
 pub(crate) use table_reader::{MetaPlacement, TableIndex, TableProbe};

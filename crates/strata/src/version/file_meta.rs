@@ -1,11 +1,11 @@
 //! What a version knows about one table file.
 
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use super::NewFile;
 use crate::key::InternalKey;
-use crate::sst::TableReader;
+use crate::sst::Table;
 
 /// One table file of a version: its number, size, and the range of internal
 /// keys and sequence numbers it holds. Shared (`Arc`) between every version
@@ -31,7 +31,7 @@ pub struct FileMetaData {
     /// (`max_open_files = -1`), so point lookups skip the cache's lock and
     /// hash lookup (RocksDB keeps `FileDescriptor::table_reader` for the
     /// same reason). It closes when the last version holding the file goes.
-    pub(crate) reader: OnceLock<Arc<TableReader>>,
+    pub(crate) reader: OnceLock<Table>,
 }
 
 impl FileMetaData {

@@ -1,0 +1,334 @@
+//! Writes a packed table. Values go to the file as they come; keys, version
+//! tags and value offsets are kept until `finish`, which chooses the key
+//! index from the whole key set and writes the other sections.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::env::WritableFile;
+use crate::error::{Error, Result};
+use crate::key::{
+    pack_trailer, parse_internal_key, BuiltinOrder, Comparator, InternalKeyComparator, ValueKind,
+};
+use crate::limits::{KEY_SIZE_BYTES_MAX, VALUE_SIZE_BYTES_MAX};
+use crate::sst::TableProperties;
+use crate::util::coding::{put_fixed32, put_fixed64};
+use crate::util::crc::{crc32c_extend, mask};
+
+use super::footer::{section_crc, PackedFooter, SectionHandle, PACKED_FORMAT_VERSION};
+use super::index::build_index;
+use super::{Section, ValueLayout, FLAG_STARTS, FLAG_TAGS, HEADER_BYTES, SECTIONS};
+
+/// Values are appended to the file in pieces of about this size.
+const VALUE_WRITE_BYTES: usize = 64 << 10;
+
+/// Builds one packed table file.
+pub struct PackedTableBuilder {
+    cmp: Arc<dyn Comparator>,
+    icmp: InternalKeyComparator,
+    file: Box<dyn WritableFile>,
+    name: Arc<str>,
+    /// Bytes appended to the file.
+    offset: u64,
+    /// Values not appended yet.
+    pending: Vec<u8>,
+    values_len: u64,
+    values_crc: u32,
+    /// Where each value starts, and the end of the last.
+    value_offsets: Vec<u64>,
+    /// The length every value has so far, `None` once two differ.
+    same_len: Option<u64>,
+    trailers: Vec<u64>,
+    /// Whether some entry is not (sequence 0, value).
+    any_tag: bool,
+    /// The distinct user keys, back to back, and where each starts.
+    keys: Vec<u8>,
+    key_offsets: Vec<u32>,
+    /// The first entry of each distinct user key.
+    starts: Vec<u32>,
+    last_key: Vec<u8>,
+    props: TableProperties,
+    sections: [SectionHandle; SECTIONS],
+    finished: bool,
+}
+
+impl std::fmt::Debug for PackedTableBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedTableBuilder")
+            .field("file", &self.name)
+            .field("num_entries", &self.trailers.len())
+            .finish()
+    }
+}
+
+impl PackedTableBuilder {
+    /// A builder writing to `file` (named `file_name` in errors), its keys
+    /// ordered by `comparator`.
+    pub fn new(
+        comparator: Arc<dyn Comparator>,
+        file: Box<dyn WritableFile>,
+        file_name: impl Into<Arc<str>>,
+    ) -> PackedTableBuilder {
+        let props = TableProperties {
+            format_version: PACKED_FORMAT_VERSION,
+            compression: "none".to_string(),
+            comparator: comparator.name().to_string(),
+            whole_key_filtering: true,
+            ..TableProperties::default()
+        };
+        PackedTableBuilder {
+            icmp: InternalKeyComparator::new(comparator.clone()),
+            cmp: comparator,
+            file,
+            name: file_name.into(),
+            offset: 0,
+            pending: Vec::new(),
+            values_len: 0,
+            values_crc: 0,
+            value_offsets: vec![0],
+            same_len: None,
+            trailers: Vec::new(),
+            any_tag: false,
+            keys: Vec::new(),
+            key_offsets: vec![0],
+            starts: Vec::new(),
+            last_key: Vec::new(),
+            props,
+            sections: [SectionHandle::default(); SECTIONS],
+            finished: false,
+        }
+    }
+
+    /// Records a user property.
+    pub fn add_user_property(&mut self, name: impl Into<String>, value: impl Into<Vec<u8>>) {
+        self.props.user.insert(name.into(), value.into());
+    }
+
+    /// Adds an entry. `ikey` must be a valid internal key greater than every
+    /// key added before.
+    pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        if self.finished {
+            return Err(Error::invalid_argument(
+                "PackedTableBuilder::add after finish",
+            ));
+        }
+        let Some(parsed) = parse_internal_key(ikey) else {
+            return Err(Error::invalid_argument(
+                "PackedTableBuilder::add: not an internal key",
+            ));
+        };
+        if parsed.user_key.len() > KEY_SIZE_BYTES_MAX || value.len() > VALUE_SIZE_BYTES_MAX {
+            return Err(Error::invalid_argument(format!(
+                "entry of {}-byte key and {}-byte value exceeds the limits ({KEY_SIZE_BYTES_MAX}, {VALUE_SIZE_BYTES_MAX})",
+                parsed.user_key.len(),
+                value.len()
+            )));
+        }
+        let n = self.trailers.len();
+        if n > 0 && self.icmp.compare(&self.last_key, ikey) != Ordering::Less {
+            return Err(Error::invalid_argument(
+                "PackedTableBuilder::add: keys must be added in increasing order",
+            ));
+        }
+        if n >= u32::MAX as usize - 1 {
+            return Err(Error::invalid_argument(
+                "a packed table holds fewer than 2^32 - 1 entries",
+            ));
+        }
+        let new_key = n == 0
+            || self.cmp.compare(
+                crate::key::extract_user_key(&self.last_key),
+                parsed.user_key,
+            ) != Ordering::Equal;
+        if new_key {
+            if self.keys.len() + parsed.user_key.len() > u32::MAX as usize {
+                return Err(Error::invalid_argument(
+                    "a packed table holds less than 4 GiB of keys",
+                ));
+            }
+            self.keys.extend_from_slice(parsed.user_key);
+            self.key_offsets.push(self.keys.len() as u32);
+            self.starts.push(n as u32);
+        }
+        let trailer = pack_trailer(parsed.sequence, parsed.kind);
+        self.any_tag |= trailer != pack_trailer(0, ValueKind::Value);
+        self.trailers.push(trailer);
+        let len = value.len() as u64;
+        self.same_len = match (n, self.same_len) {
+            (0, _) => Some(len),
+            (_, Some(l)) if l == len => Some(l),
+            _ => None,
+        };
+        self.pending.extend_from_slice(value);
+        self.values_len += len;
+        self.value_offsets.push(self.values_len);
+        if self.pending.len() >= VALUE_WRITE_BYTES {
+            self.write_pending()?;
+        }
+        if n == 0 {
+            self.props.smallest_key = ikey.to_vec();
+        }
+        self.last_key.clear();
+        self.last_key.extend_from_slice(ikey);
+        self.props.num_entries += 1;
+        self.props.num_deletions += u64::from(parsed.kind == ValueKind::Deletion);
+        self.props.raw_key_size += ikey.len() as u64;
+        self.props.raw_value_size += len;
+        Ok(())
+    }
+
+    fn write_pending(&mut self) -> Result<()> {
+        self.values_crc = crc32c_extend(self.values_crc, &self.pending);
+        self.file.append(&self.pending)?;
+        self.offset += self.pending.len() as u64;
+        self.pending.clear();
+        Ok(())
+    }
+
+    fn write_section(&mut self, section: Section, bytes: &[u8]) -> Result<()> {
+        self.sections[section as usize] = SectionHandle {
+            offset: self.offset,
+            size: bytes.len() as u64,
+            crc: section_crc(bytes),
+        };
+        self.file.append(bytes)?;
+        self.offset += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Writes every section and the footer and flushes the file (the caller
+    /// syncs it). Returns the table's properties.
+    pub fn finish(&mut self) -> Result<TableProperties> {
+        if self.finished {
+            return Err(Error::invalid_argument(
+                "PackedTableBuilder::finish called twice",
+            ));
+        }
+        self.finished = true;
+        self.write_pending()?;
+        self.sections[Section::Values as usize] = SectionHandle {
+            offset: 0,
+            size: self.values_len,
+            crc: mask(self.values_crc),
+        };
+        let n = self.trailers.len();
+        let count = self.starts.len();
+        let bytewise = self.cmp.builtin_order() == Some(BuiltinOrder::Bytewise);
+        let (kind, index) = build_index(&self.keys, &self.key_offsets, bytewise);
+        self.write_section(Section::KeyIndex, &index)?;
+        self.props.index_size = index.len() as u64;
+        self.props.index_type = kind.name().to_string();
+        drop(index);
+
+        let mut buf = Vec::new();
+        let mut flags = 0u8;
+        if n > count {
+            flags |= FLAG_STARTS;
+            buf.reserve((count + 1) * 4);
+            for &s in &self.starts {
+                put_fixed32(&mut buf, s);
+            }
+            put_fixed32(&mut buf, n as u32);
+        }
+        self.write_section(Section::KeyStarts, &buf)?;
+
+        buf.clear();
+        if self.any_tag {
+            flags |= FLAG_TAGS;
+            buf.reserve(n * 8);
+            for &t in &self.trailers {
+                put_fixed64(&mut buf, t);
+            }
+        }
+        self.write_section(Section::Tags, &buf)?;
+
+        buf.clear();
+        let layout = match self.same_len {
+            Some(l) if l <= u64::from(u32::MAX) => ValueLayout::Fixed(l as u32),
+            _ if self.values_len <= u64::from(u32::MAX) => ValueLayout::Offsets32,
+            _ => ValueLayout::Offsets64,
+        };
+        match layout {
+            ValueLayout::Fixed(_) => {}
+            ValueLayout::Offsets32 => {
+                buf.reserve((n + 1) * 4);
+                for &o in &self.value_offsets {
+                    put_fixed32(&mut buf, o as u32);
+                }
+            }
+            ValueLayout::Offsets64 => {
+                buf.reserve((n + 1) * 8);
+                for &o in &self.value_offsets {
+                    put_fixed64(&mut buf, o);
+                }
+            }
+        }
+        self.write_section(Section::ValueOffsets, &buf)?;
+
+        buf.clear();
+        put_fixed64(&mut buf, n as u64);
+        put_fixed64(&mut buf, count as u64);
+        buf.push(kind.code());
+        buf.push(flags);
+        let (layout_code, fixed_len) = match layout {
+            ValueLayout::Fixed(l) => (0u8, l),
+            ValueLayout::Offsets32 => (1, 0),
+            ValueLayout::Offsets64 => (2, 0),
+        };
+        buf.push(layout_code);
+        buf.push(0);
+        put_fixed32(&mut buf, fixed_len);
+        debug_assert_eq!(buf.len(), HEADER_BYTES);
+        self.write_section(Section::Header, &buf)?;
+
+        self.props.data_size = self.values_len;
+        self.props.largest_key = self.last_key.clone();
+        self.props.creation_time = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let props = self.props.encode();
+        self.write_section(Section::Properties, &props)?;
+
+        let footer = PackedFooter {
+            sections: self.sections,
+            format_version: PACKED_FORMAT_VERSION,
+        }
+        .encode();
+        self.file.append(&footer)?;
+        self.offset += footer.len() as u64;
+        self.file.flush()?;
+        debug_assert_eq!(self.offset, self.file.size());
+        // What finish kept in memory is no longer needed.
+        self.trailers = Vec::new();
+        self.value_offsets = Vec::new();
+        self.keys = Vec::new();
+        self.key_offsets = Vec::new();
+        self.starts = Vec::new();
+        Ok(self.props.clone())
+    }
+
+    /// Syncs the file to stable storage (call after `finish`).
+    pub fn sync(&mut self) -> Result<()> {
+        self.file.sync()
+    }
+
+    /// Entries added so far.
+    pub fn num_entries(&self) -> u64 {
+        self.props.num_entries
+    }
+
+    /// What the file would hold if finished now, approximately.
+    pub fn estimated_file_size(&self) -> u64 {
+        let n = self.trailers.len() as u64;
+        let tags = if self.any_tag { 8 * n } else { 0 };
+        let offsets = if self.same_len.is_some() { 0 } else { 4 * n };
+        self.values_len + self.keys.len() as u64 + 12 * self.starts.len() as u64 + tags + offsets
+    }
+
+    /// Bytes written to the file so far.
+    pub fn file_size(&self) -> u64 {
+        self.offset
+    }
+}

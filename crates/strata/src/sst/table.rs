@@ -1,0 +1,263 @@
+//! A table of either format, as the database sees it: block-based
+//! ([`TableReader`]) or packed ([`PackedTableReader`]). Both formats live
+//! side by side in one database and one level; the file's last eight bytes
+//! (its magic number) say which it is.
+
+use std::sync::Arc;
+
+use crate::cache::BlockCache;
+use crate::env::{RandomAccessFile, WritableFile};
+use crate::error::Result;
+use crate::iter::{InternalIterator, PrefixRun};
+use crate::key::{Comparator, SliceTransform};
+
+use super::packed::{is_packed_table, PackedTableBuilder, PackedTableIterator, PackedTableReader};
+use super::{
+    BlockPropertyFilter, MetaPlacement, TableBuilder, TableEntry, TableIterator, TableOptions,
+    TableProbe, TableProperties, TableReader,
+};
+
+/// An open table of either format. Cloning shares the reader.
+#[derive(Debug, Clone)]
+pub(crate) enum Table {
+    Block(Arc<TableReader>),
+    Packed(Arc<PackedTableReader>),
+}
+
+/// How the database opens tables.
+#[derive(Clone)]
+pub(crate) struct TableOpenOptions {
+    pub(crate) comparator: Arc<dyn Comparator>,
+    pub(crate) block_cache: Option<Arc<BlockCache>>,
+    pub(crate) placement: MetaPlacement,
+    pub(crate) prefix_extractor: Option<Arc<SliceTransform>>,
+    /// Packed tables check each section on first use instead of at open.
+    pub(crate) packed_lazy_checksums: bool,
+}
+
+impl Table {
+    /// Opens the table in `file`, block-based or packed as its magic says.
+    pub(crate) fn open(
+        file: Arc<dyn RandomAccessFile>,
+        name: String,
+        opts: &TableOpenOptions,
+    ) -> Result<Table> {
+        let size = file.size();
+        let mut tail = [0u8; 8];
+        if size >= 8 {
+            file.read_exact_at(size - 8, &mut tail)?;
+        }
+        if is_packed_table(&tail) {
+            return Ok(Table::Packed(Arc::new(PackedTableReader::open(
+                &*file,
+                name,
+                opts.comparator.clone(),
+                opts.packed_lazy_checksums,
+            )?)));
+        }
+        Ok(Table::Block(Arc::new(TableReader::open_placed(
+            file,
+            name,
+            opts.comparator.clone(),
+            opts.block_cache.clone(),
+            opts.placement,
+            opts.prefix_extractor.clone(),
+        )?)))
+    }
+
+    /// The table's properties.
+    pub(crate) fn properties(&self) -> &TableProperties {
+        match self {
+            Table::Block(t) => t.properties(),
+            Table::Packed(t) => t.properties(),
+        }
+    }
+
+    /// See [`TableReader::get_opt`].
+    #[inline]
+    pub(crate) fn get_opt(
+        &self,
+        lookup: &[u8],
+        hash: u64,
+        fill_cache: bool,
+    ) -> Result<Option<TableEntry>> {
+        match self {
+            Table::Block(t) => t.get_opt(lookup, hash, fill_cache),
+            Table::Packed(t) => t.get(lookup),
+        }
+    }
+
+    /// See [`TableReader::multi_get`].
+    pub(crate) fn multi_get(
+        &self,
+        probes: &[TableProbe<'_>],
+        fill_cache: bool,
+        answer: &mut dyn FnMut(usize, Result<TableEntry>),
+    ) {
+        match self {
+            Table::Block(t) => t.multi_get(probes, fill_cache, answer),
+            // A lookup is a few integer operations: nothing to batch.
+            Table::Packed(t) => {
+                for (i, p) in probes.iter().enumerate() {
+                    match t.get(p.lookup) {
+                        Ok(Some(e)) => answer(i, Ok(e)),
+                        Ok(None) => {}
+                        Err(e) => answer(i, Err(e)),
+                    }
+                }
+            }
+        }
+    }
+
+    /// An iterator over the whole table; the block cache is filled only if
+    /// `fill_cache`.
+    pub(crate) fn iter_opt(&self, fill_cache: bool) -> TableIter {
+        match self {
+            Table::Block(t) => TableIter::Block(t.iter_opt(fill_cache)),
+            Table::Packed(t) => TableIter::Packed(t.iter()),
+        }
+    }
+}
+
+/// An iterator over a table of either format.
+// Boxing the block iterator would add a pointer chase to every step of
+// the common case; a level iterator holds one of these at a time.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub(crate) enum TableIter {
+    Block(TableIterator),
+    Packed(PackedTableIterator),
+}
+
+impl TableIter {
+    /// Applies a read's block property filters. Packed tables have no
+    /// blocks and record no block properties: they are read whole, as a
+    /// block-based table written without the filter's collector.
+    pub(crate) fn with_filters(self, filters: &[Arc<dyn BlockPropertyFilter>]) -> TableIter {
+        match self {
+            TableIter::Block(t) => TableIter::Block(t.with_filters(filters)),
+            p @ TableIter::Packed(_) => p,
+        }
+    }
+}
+
+macro_rules! each {
+    ($self:expr, $it:ident => $e:expr) => {
+        match $self {
+            TableIter::Block($it) => $e,
+            TableIter::Packed($it) => $e,
+        }
+    };
+}
+
+impl InternalIterator for TableIter {
+    #[inline]
+    fn valid(&self) -> bool {
+        each!(self, t => t.valid())
+    }
+    fn seek_to_first(&mut self) {
+        each!(self, t => t.seek_to_first())
+    }
+    fn seek_to_last(&mut self) {
+        each!(self, t => t.seek_to_last())
+    }
+    fn seek(&mut self, target: &[u8]) {
+        each!(self, t => t.seek(target))
+    }
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        each!(self, t => t.seek_for_prev(target))
+    }
+    #[inline]
+    fn next(&mut self) {
+        each!(self, t => t.next())
+    }
+    #[inline]
+    fn prev(&mut self) {
+        each!(self, t => t.prev())
+    }
+    #[inline]
+    fn key(&self) -> &[u8] {
+        each!(self, t => t.key())
+    }
+    #[inline]
+    fn value(&self) -> &[u8] {
+        each!(self, t => t.value())
+    }
+    fn status(&self) -> Result<()> {
+        each!(self, t => t.status())
+    }
+    fn seek_within(&mut self, target: &[u8], run: &PrefixRun<'_>) {
+        each!(self, t => t.seek_within(target, run))
+    }
+    fn skip_run_forward(&mut self, run: &PrefixRun<'_>) {
+        each!(self, t => t.skip_run_forward(run))
+    }
+    fn skip_run_backward(&mut self, run: &PrefixRun<'_>) {
+        each!(self, t => t.skip_run_backward(run))
+    }
+    fn skip_run_backward_to_first(&mut self, run: &PrefixRun<'_>) {
+        each!(self, t => t.skip_run_backward_to_first(run))
+    }
+}
+
+/// Writes a table of either format.
+// One per job output, alive for the whole output: size does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub(crate) enum TableWriter {
+    Block(TableBuilder),
+    Packed(PackedTableBuilder),
+}
+
+impl TableWriter {
+    /// A block-based table with `opts`, or a packed one (ordered by
+    /// `opts.comparator`) when `packed`.
+    pub(crate) fn new(
+        opts: TableOptions,
+        packed: bool,
+        file: Box<dyn WritableFile>,
+        name: String,
+    ) -> Result<TableWriter> {
+        Ok(if packed {
+            TableWriter::Packed(PackedTableBuilder::new(opts.comparator, file, name))
+        } else {
+            TableWriter::Block(TableBuilder::new(opts, file, name)?)
+        })
+    }
+
+    #[inline]
+    pub(crate) fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        match self {
+            TableWriter::Block(b) => b.add(ikey, value),
+            TableWriter::Packed(b) => b.add(ikey, value),
+        }
+    }
+
+    pub(crate) fn finish(&mut self) -> Result<TableProperties> {
+        match self {
+            TableWriter::Block(b) => b.finish(),
+            TableWriter::Packed(b) => b.finish(),
+        }
+    }
+
+    pub(crate) fn sync(&mut self) -> Result<()> {
+        match self {
+            TableWriter::Block(b) => b.sync(),
+            TableWriter::Packed(b) => b.sync(),
+        }
+    }
+
+    pub(crate) fn estimated_file_size(&self) -> u64 {
+        match self {
+            TableWriter::Block(b) => b.estimated_file_size(),
+            TableWriter::Packed(b) => b.estimated_file_size(),
+        }
+    }
+
+    pub(crate) fn file_size(&self) -> u64 {
+        match self {
+            TableWriter::Block(b) => b.file_size(),
+            TableWriter::Packed(b) => b.file_size(),
+        }
+    }
+}
