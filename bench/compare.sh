@@ -36,6 +36,11 @@
 #   W1_READ_RUNS  how many times to run W1's read (default 1; the first read
 #                 after the fill may overlap compactions the fill left pending,
 #                 and RocksDB starts them again when it reopens)
+#   W1_FORMAT     W1's table format (default block): "packed" runs Strata on
+#                 packed tables from L1 down (--table_format=packed
+#                 --packed_from_level=1) against RocksDB's PlainTable
+#                 (--table_format=plain; db_bench --use_plain_table
+#                 --mmap_read=1 --prefix_size=8: the whole key hashed)
 #   W2_TYPES      data block index types for W2 (default "0 1")
 #   W4_S          stream counts for W4 (default "1 2 4 8 16 32 64"); W4 also
 #                 runs the largest S with Strata's fixed-prefix partitioner
@@ -127,6 +132,12 @@ run() {
     else
         cmd=("$BIN" --engine="$engine" "$@")
     fi
+    # Engine-specific flags of the current workload (W1_FORMAT=packed).
+    case $engine in
+        strata) cmd+=(${STRATA_ARGS:-}) ;;
+        rocksdb) cmd+=(${ROCKSDB_ARGS:-}) ;;
+        db_bench) cmd+=(${DB_BENCH_ARGS:-}) ;;
+    esac
     { echo "# $(date -Is) load $(load)"; echo "\$ ${cmd[*]}"; } >"$out"
     if ! "${cmd[@]}" >>"$out" 2>"$out.err"; then
         echo "compare.sh: $name ($engine) failed; last lines:" >&2
@@ -223,6 +234,15 @@ w1() {
         --compression_type=none --bloom_bits=0 --target_file_size_base=524288
         --max_bytes_for_level_base=4194304 --max_bytes_for_level_multiplier=4
         --cache_size=4294967296 --seed=1)
+    case ${W1_FORMAT:-block} in
+        block) ;;
+        packed)
+            STRATA_ARGS="--table_format=packed --packed_from_level=1"
+            ROCKSDB_ARGS="--table_format=plain"
+            DB_BENCH_ARGS="--use_plain_table=1 --mmap_read=1 --prefix_size=8"
+            EXTRA+=("W1 table formats: Strata packed from L1, RocksDB PlainTable (whole-key hash)") ;;
+        *) die "W1_FORMAT must be block or packed, got '$W1_FORMAT'" ;;
+    esac
     step fill w1 --benchmarks=fillseq,flush,levelstats --num="$N" "${opts[@]}"
     sizes "after fill" w1
     levelfiles "after fill" fill

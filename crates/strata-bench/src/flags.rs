@@ -215,6 +215,11 @@ define_flags! {
     sst_partitioner_fixed_prefix: i32 = 0;
     /// Strata's stream-aware cutting of flush and compaction outputs (ours).
     stream_aware_cutting: bool = true;
+    /// Table format: block (both engines), packed (Strata's packed tables)
+    /// or plain (RocksDB's PlainTable, as db_bench's --use_plain_table) (ours).
+    table_format: String = "block".into();
+    /// With --table_format=packed: the first level written packed (ours).
+    packed_from_level: i32 = 0;
     /// Versions of each row in fillmvcc and mvccscan (W5; ours).
     versions_per_key: i64 = 1;
     /// How mvccscan goes from row to row: next, next_prefix, prev_prefix or seek_successor (W5; ours).

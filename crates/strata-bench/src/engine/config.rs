@@ -47,6 +47,32 @@ impl Compression {
     }
 }
 
+/// The table format (`--table_format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableFormat {
+    /// Block-based tables (both engines).
+    Block,
+    /// Strata's packed tables, from `--packed_from_level` down.
+    Packed,
+    /// RocksDB's PlainTable (memory-mapped reads), as db_bench's
+    /// `--use_plain_table`.
+    Plain,
+}
+
+impl TableFormat {
+    /// Parses `block`, `packed` or `plain`.
+    pub fn parse(name: &str) -> Result<TableFormat> {
+        match name {
+            "block" => Ok(TableFormat::Block),
+            "packed" => Ok(TableFormat::Packed),
+            "plain" => Ok(TableFormat::Plain),
+            other => Err(Error::Usage(format!(
+                "--table_format={other:?}: expected block, packed (Strata) or plain (RocksDB)"
+            ))),
+        }
+    }
+}
+
 /// RocksDB's block cache implementation (`--cache_type`), as db_bench
 /// builds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,6 +176,12 @@ pub struct EngineConfig {
     pub sst_partitioner_fixed_prefix: usize,
     /// `--stream_aware_cutting` (Strata only).
     pub stream_aware_cutting: bool,
+    /// `--table_format`.
+    pub table_format: TableFormat,
+    /// `--packed_from_level` (Strata's packed tables).
+    pub packed_from_level: i32,
+    /// `--key_size`: RocksDB's PlainTable is told the fixed key length.
+    pub key_size: usize,
 }
 
 fn positive<T: TryFrom<i64>>(name: &str, v: i64) -> Result<T> {
@@ -208,6 +240,16 @@ impl EngineConfig {
                 .any(|b| b == "fillmvcc" || b == "mvccscan"),
             sst_partitioner_fixed_prefix: f.sst_partitioner_fixed_prefix.max(0) as usize,
             stream_aware_cutting: f.stream_aware_cutting,
+            table_format: TableFormat::parse(&f.table_format)?,
+            packed_from_level: if (0..7).contains(&f.packed_from_level) {
+                f.packed_from_level
+            } else {
+                return Err(Error::Usage(format!(
+                    "--packed_from_level={}: expected a level from 0 to 6",
+                    f.packed_from_level
+                )));
+            },
+            key_size: positive("key_size", i64::from(f.key_size))?,
         })
     }
 

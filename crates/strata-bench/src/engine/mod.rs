@@ -20,7 +20,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 
-pub use config::{CacheType, Compression, EngineConfig, WriteMode};
+pub use config::{CacheType, Compression, EngineConfig, TableFormat, WriteMode};
 
 /// Levels whose file counts `levelstats` and the comparison scripts report.
 pub const NUM_LEVELS: usize = 7;
@@ -261,6 +261,12 @@ pub fn check(name: &str, cfg: &EngineConfig) -> Result<()> {
         "rocksdb" if cfg.sst_partitioner_fixed_prefix > 0 => Err(Error::Usage(
             "--sst_partitioner_fixed_prefix is Strata's: the rocksdb crate cannot set \
              RocksDB's partitioner"
+                .into(),
+        )),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" if cfg.table_format == config::TableFormat::Packed => Err(Error::Usage(
+            "--table_format=packed is Strata's packed table; RocksDB's in-memory format is \
+             --table_format=plain"
                 .into(),
         )),
         #[cfg(feature = "rocksdb")]

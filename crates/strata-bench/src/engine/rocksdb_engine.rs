@@ -15,7 +15,7 @@ use rocksdb::{
 
 use super::{
     batch_capacity, report_found, Batch, BatchEntry, CacheType, Compression, Engine, EngineConfig,
-    EngineIterator, WriteMode,
+    EngineIterator, TableFormat, WriteMode,
 };
 use crate::error::{Error, Result};
 
@@ -88,6 +88,26 @@ fn options(cfg: &EngineConfig, create: bool) -> Options {
     t.set_cache_index_and_filter_blocks(cfg.cache_index_and_filter_blocks);
     t.set_pin_l0_filter_and_index_blocks_in_cache(cfg.pin_l0_filter_and_index_blocks_in_cache);
     o.set_block_based_table_factory(&t);
+    if cfg.table_format == TableFormat::Plain {
+        // As db_bench's --use_plain_table (which also needs --mmap_read=1):
+        // the key length fixed, bloom bits as --bloom_bits, hash ratio 0.75.
+        // The hash index needs a prefix extractor: without --prefix_size
+        // the whole key is the prefix (PlainTable's fastest point lookup).
+        o.set_allow_mmap_reads(true);
+        if cfg.prefix_size == 0 {
+            o.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(cfg.key_size));
+        }
+        o.set_plain_table_factory(&rocksdb::PlainTableFactoryOptions {
+            user_key_length: cfg.key_size as u32,
+            bloom_bits_per_key: cfg.bloom_bits as i32,
+            hash_table_ratio: 0.75,
+            index_sparseness: 16,
+            huge_page_tlb_size: 0,
+            encoding_type: rocksdb::KeyEncodingType::Plain,
+            full_scan_mode: false,
+            store_index_in_file: false,
+        });
+    }
     o
 }
 

@@ -10,7 +10,7 @@ use strata::{
 
 use crate::bench::ROW_BYTES;
 
-use super::config::PERF_LEVEL_DISABLE;
+use super::config::{TableFormat, PERF_LEVEL_DISABLE};
 use super::{
     batch_capacity, report_found, Batch, BatchEntry, Compression, Engine, EngineConfig,
     EngineIterator, WriteMode,
@@ -31,6 +31,12 @@ pub fn check(cfg: &EngineConfig) -> Result<()> {
         return refuse(
             &format!("perf_level={}", cfg.perf_level),
             "Strata has no perf context to count into",
+        );
+    }
+    if cfg.table_format == TableFormat::Plain {
+        return refuse(
+            "table_format=plain",
+            "plain is RocksDB's PlainTable; Strata's in-memory format is --table_format=packed",
         );
     }
     if !cfg.verify_checksum {
@@ -99,6 +105,11 @@ fn options(cfg: &EngineConfig, create: bool) -> Options {
         ));
     }
     o.set_stream_aware_cutting(cfg.stream_aware_cutting);
+    if cfg.table_format == TableFormat::Packed {
+        let mut p = strata::PackedTableOptions::default();
+        p.set_from_level(cfg.packed_from_level);
+        o.set_packed_table_factory(&p);
+    }
     if cfg.prefix_size > 0 {
         o.set_prefix_extractor(SliceTransform::create_fixed_prefix(cfg.prefix_size));
     } else if cfg.mvcc_rows {

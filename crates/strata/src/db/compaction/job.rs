@@ -10,7 +10,7 @@ use parking_lot::MutexGuard;
 use crate::error::{Error, Result};
 use crate::iter::merging::MergingIterator;
 use crate::iter::InternalIterator;
-use crate::key::{parse_internal_key, Comparator, SequenceNumber, ValueKind};
+use crate::key::{pack_trailer, parse_internal_key, Comparator, SequenceNumber, ValueKind};
 use crate::version::{NewFile, Version, VersionEdit, NUM_LEVELS};
 
 use super::super::inner::{DbInner, DbState};
@@ -67,8 +67,7 @@ impl DbInner {
         for f in &c.inputs[1] {
             edit.delete_file(c.output_level, f.number);
         }
-        let partitioner = self.opts.sst_partitioner.as_ref().map(|f| f.partitioner());
-        if c.is_trivial_move(&*self.user_cmp, partitioner) {
+        if c.is_trivial_move(&*self.user_cmp, &self.opts) {
             let moved: u64 = c.input_bytes(0);
             for f in &c.inputs[0] {
                 edit.add_new_file(c.output_level, f.to_new_file());
@@ -385,6 +384,13 @@ impl Job<'_> {
                 _ => 0,
             }
         };
+        // Nothing below the output: an entry every snapshot sees loses its
+        // sequence number (as RocksDB's bottommost compactions do), so the
+        // tables of the last level carry no version information (a packed
+        // table then stores no version tags at all).
+        let bottommost =
+            (self.c.output_level + 1..NUM_LEVELS).all(|level| self.c.version.num_files(level) == 0);
+        let mut zeroed: Vec<u8> = Vec::new();
         let mut current_user_key: Vec<u8> = Vec::new();
         let mut last_stripe = usize::MAX;
         let (mut read, mut dropped) = (0u64, 0u64);
@@ -434,7 +440,16 @@ impl Job<'_> {
                 dropped += 1;
             } else {
                 let value = it.value();
-                out.add(key, value, p.sequence)?;
+                if bottommost && stripe == 0 && p.kind == ValueKind::Value && p.sequence != 0 {
+                    // The key's oldest kept entry: older ones, if any, are
+                    // in its stripe and dropped, so it still sorts last.
+                    zeroed.clear();
+                    zeroed.extend_from_slice(p.user_key);
+                    zeroed.extend_from_slice(&pack_trailer(0, ValueKind::Value).to_le_bytes());
+                    out.add(&zeroed, value, 0)?;
+                } else {
+                    out.add(key, value, p.sequence)?;
+                }
                 cutter.wrote((key.len() + value.len()) as u64);
             }
             it.next();

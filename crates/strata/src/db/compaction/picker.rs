@@ -101,14 +101,13 @@ pub(crate) struct Compaction {
 
 impl Compaction {
     /// True when the inputs can move to the output level by a manifest
-    /// edit alone: nothing there overlaps them and they do not overlap
-    /// each other.
-    pub(crate) fn is_trivial_move(
-        &self,
-        ucmp: &dyn Comparator,
-        partitioner: Option<&dyn SstPartitioner>,
-    ) -> bool {
-        if !self.inputs[1].is_empty()
+    /// edit alone: nothing there overlaps them, they do not overlap each
+    /// other, and the two levels are written in one table format (a file
+    /// going into the packed levels is rewritten packed).
+    pub(crate) fn is_trivial_move(&self, ucmp: &dyn Comparator, opts: &Options) -> bool {
+        let partitioner = opts.sst_partitioner.as_ref().map(|f| f.partitioner());
+        if opts.packed_at(self.level) != opts.packed_at(self.output_level)
+            || !self.inputs[1].is_empty()
             || self.inputs[0].is_empty()
             || self.level == self.output_level
             || !self.inputs[0].iter().all(|f| may_move(f, partitioner))
@@ -416,6 +415,7 @@ impl DbInner {
         let ucmp = &*self.user_cmp;
         let (lo, hi) = (f.smallest.user_key(), f.largest.user_key());
         f.file_size <= self.opts.target_file_size(output_level).saturating_mul(2)
+            && self.opts.packed_at(0) == self.opts.packed_at(output_level)
             && may_move(f, self.partitioner())
             && !version.overlap_in_level(output_level, Some(lo), Some(hi), ucmp)
     }
@@ -435,7 +435,7 @@ impl DbInner {
     ) {
         let ucmp = &*self.user_cmp;
         let partitioner = self.partitioner();
-        if !c.is_trivial_move(ucmp, partitioner) {
+        if !c.is_trivial_move(ucmp, &self.opts) {
             return;
         }
         let files = version.files(c.level);

@@ -18,7 +18,10 @@ use crate::util::crc::{crc32c_extend, mask};
 
 use super::footer::{section_crc, PackedFooter, SectionHandle, PACKED_FORMAT_VERSION};
 use super::index::build_index;
-use super::{Section, ValueLayout, FLAG_STARTS, FLAG_TAGS, HEADER_BYTES, SECTIONS};
+use super::{
+    suffix_int, Section, ValueLayout, BITMAP_SPARSITY_MAX, FLAG_STARTS, FLAG_TAGS, HEADER_BYTES,
+    INT_SUFFIX_BYTES_MAX, SECTIONS,
+};
 
 /// Values are appended to the file in pieces of about this size.
 const VALUE_WRITE_BYTES: usize = 64 << 10;
@@ -47,6 +50,9 @@ pub struct PackedTableBuilder {
     key_offsets: Vec<u32>,
     /// The first entry of each distinct user key.
     starts: Vec<u32>,
+    /// While every key so far could take an integer index: the common
+    /// prefix length of all keys (for the size estimate).
+    int_prefix: Option<usize>,
     last_key: Vec<u8>,
     props: TableProperties,
     sections: [SectionHandle; SECTIONS],
@@ -93,6 +99,7 @@ impl PackedTableBuilder {
             keys: Vec::new(),
             key_offsets: vec![0],
             starts: Vec::new(),
+            int_prefix: None,
             last_key: Vec::new(),
             props,
             sections: [SectionHandle::default(); SECTIONS],
@@ -147,6 +154,7 @@ impl PackedTableBuilder {
                     "a packed table holds less than 4 GiB of keys",
                 ));
             }
+            self.track_int_keys(parsed.user_key);
             self.keys.extend_from_slice(parsed.user_key);
             self.key_offsets.push(self.keys.len() as u32);
             self.starts.push(n as u32);
@@ -176,6 +184,45 @@ impl PackedTableBuilder {
         self.props.raw_key_size += ikey.len() as u64;
         self.props.raw_value_size += len;
         Ok(())
+    }
+
+    /// Keeps [`Self::int_prefix`] up to date as key `key` is added.
+    fn track_int_keys(&mut self, key: &[u8]) {
+        if self.starts.is_empty() {
+            self.int_prefix =
+                (self.cmp.builtin_order() == Some(BuiltinOrder::Bytewise)).then_some(key.len());
+            return;
+        }
+        let Some(p) = self.int_prefix else { return };
+        let first = &self.keys[..self.key_offsets[1] as usize];
+        self.int_prefix = (key.len() == first.len())
+            .then(|| {
+                first[..p]
+                    .iter()
+                    .zip(key)
+                    .take_while(|(a, b)| a == b)
+                    .count()
+            })
+            .filter(|&p| key.len() - p <= INT_SUFFIX_BYTES_MAX);
+    }
+
+    /// Bytes the key index would take if the table ended now.
+    fn estimated_index_size(&self) -> u64 {
+        let count = self.starts.len() as u64;
+        let sorted = self.keys.len() as u64 + 12 * count;
+        let (Some(p), Some(&first_end)) = (self.int_prefix, self.key_offsets.get(1)) else {
+            return sorted;
+        };
+        let first = &self.keys[..first_end as usize];
+        let last = &self.keys[self.keys.len() - first.len()..];
+        let range = suffix_int(last, p) - suffix_int(first, p) + 1;
+        match range {
+            r if r == count => 24 + p as u64,
+            r if u128::from(r) <= BITMAP_SPARSITY_MAX * u128::from(count) => {
+                24 + p as u64 + r / 64 * 12
+            }
+            _ => sorted,
+        }
     }
 
     fn write_pending(&mut self) -> Result<()> {
@@ -324,7 +371,12 @@ impl PackedTableBuilder {
         let n = self.trailers.len() as u64;
         let tags = if self.any_tag { 8 * n } else { 0 };
         let offsets = if self.same_len.is_some() { 0 } else { 4 * n };
-        self.values_len + self.keys.len() as u64 + 12 * self.starts.len() as u64 + tags + offsets
+        let starts = if n > self.starts.len() as u64 {
+            4 * self.starts.len() as u64
+        } else {
+            0
+        };
+        self.values_len + self.estimated_index_size() + tags + offsets + starts
     }
 
     /// Bytes written to the file so far.

@@ -139,8 +139,12 @@ const BITMAP_SPARSITY_MAX: u128 = 32;
 /// The suffix of `key` after `prefix_len` bytes as a big-endian integer.
 #[inline]
 fn suffix_int(key: &[u8], prefix_len: usize) -> u64 {
+    let suffix = &key[prefix_len..];
+    if let Ok(eight) = <[u8; 8]>::try_from(suffix) {
+        return u64::from_be_bytes(eight);
+    }
     let mut v = 0u64;
-    for &b in &key[prefix_len..] {
+    for &b in suffix {
         v = (v << 8) | u64::from(b);
     }
     v

@@ -33,11 +33,22 @@ fn write(entries: &Entries, cmp: &Arc<dyn Comparator>) -> Vec<u8> {
     for (k, v) in entries {
         b.add(k, v).unwrap();
     }
+    let estimate = b.estimated_file_size();
     let props = b.finish().unwrap();
     b.sync().unwrap();
     assert_eq!(props.num_entries, entries.len() as u64);
     let bytes = crate::env::read_file_to_vec(&fs, path).unwrap();
     assert_eq!(bytes.len() as u64, b.file_size());
+    // The estimate (which cuts files to size) leaves out only the fixed
+    // parts: header, properties, footer and the index's fixed fields.
+    let fixed = 24 + props.encode().len() as u64 + 156 + 32;
+    assert!(
+        estimate <= b.file_size()
+            && estimate + fixed + props.smallest_key.len() as u64 >= b.file_size(),
+        "estimate {estimate}, file {} ({})",
+        b.file_size(),
+        props.index_type
+    );
     bytes
 }
 
