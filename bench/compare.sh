@@ -41,6 +41,8 @@
 #                 --packed_from_level=1) against RocksDB's PlainTable
 #                 (--table_format=plain; db_bench --use_plain_table
 #                 --mmap_read=1 --prefix_size=8: the whole key hashed)
+#   W1_KEY_SIZE   W1's key size (default 8, as WORKLOADS.md; 16 makes keys
+#                 that are not integers: the packed table's general index)
 #   W2_TYPES      data block index types for W2 (default "0 1")
 #   W4_S          stream counts for W4 (default "1 2 4 8 16 32 64"); W4 also
 #                 runs the largest S with Strata's fixed-prefix partitioner
@@ -230,7 +232,8 @@ writeamp() {
 w1() {
     local N R
     N=$(scaled 20000000); R=$(scaled 5000000)
-    local opts=(--key_size=8 --value_size=20 --batch_size=10 --disable_wal=1
+    local K=${W1_KEY_SIZE:-8}
+    local opts=(--key_size="$K" --value_size=20 --batch_size=10 --disable_wal=1
         --compression_type=none --bloom_bits=0 --target_file_size_base=524288
         --max_bytes_for_level_base=4194304 --max_bytes_for_level_multiplier=4
         --cache_size=4294967296 --seed=1)
@@ -239,7 +242,7 @@ w1() {
         packed)
             STRATA_ARGS="--table_format=packed --packed_from_level=1"
             ROCKSDB_ARGS="--table_format=plain"
-            DB_BENCH_ARGS="--use_plain_table=1 --mmap_read=1 --prefix_size=8"
+            DB_BENCH_ARGS="--use_plain_table=1 --mmap_read=1 --prefix_size=$K"
             EXTRA+=("W1 table formats: Strata packed from L1, RocksDB PlainTable (whole-key hash)") ;;
         *) die "W1_FORMAT must be block or packed, got '$W1_FORMAT'" ;;
     esac
