@@ -53,6 +53,8 @@ pub struct PackedTableBuilder {
     /// While every key so far could take an integer index: the common
     /// prefix length of all keys (for the size estimate).
     int_prefix: Option<usize>,
+    /// Whether every key so far has the first key's length.
+    same_key_len: bool,
     last_key: Vec<u8>,
     props: TableProperties,
     sections: [SectionHandle; SECTIONS],
@@ -100,6 +102,7 @@ impl PackedTableBuilder {
             key_offsets: vec![0],
             starts: Vec::new(),
             int_prefix: None,
+            same_key_len: true,
             last_key: Vec::new(),
             props,
             sections: [SectionHandle::default(); SECTIONS],
@@ -191,8 +194,10 @@ impl PackedTableBuilder {
         if self.starts.is_empty() {
             self.int_prefix =
                 (self.cmp.builtin_order() == Some(BuiltinOrder::Bytewise)).then_some(key.len());
+            self.same_key_len = !key.is_empty();
             return;
         }
+        self.same_key_len &= key.len() == self.key_offsets[1] as usize;
         let Some(p) = self.int_prefix else { return };
         let first = &self.keys[..self.key_offsets[1] as usize];
         self.int_prefix = (key.len() == first.len())
@@ -209,7 +214,13 @@ impl PackedTableBuilder {
     /// Bytes the key index would take if the table ended now.
     fn estimated_index_size(&self) -> u64 {
         let count = self.starts.len() as u64;
-        let sorted = self.keys.len() as u64 + 12 * count;
+        let first_len = self.key_offsets.get(1).map_or(0, |&l| l as u64);
+        let (prefixes, offsets) = match self.same_key_len {
+            true if first_len >= 8 => (0, 0),
+            true => (8 * count, 0),
+            false => (8 * count, 4 * count),
+        };
+        let sorted = self.keys.len() as u64 + prefixes + offsets;
         let (Some(p), Some(&first_end)) = (self.int_prefix, self.key_offsets.get(1)) else {
             return sorted;
         };

@@ -4,7 +4,7 @@
 //! ```text
 //! integer kinds := key_len u32 | prefix_len u32 | min u64 | max u64 | prefix
 //!                  [bitmap only: words u64 x W | ranks u32 x W],  W = ceil((max - min + 1) / 64)
-//! sorted        := prefixes u64 x n | offsets u32 x (n + 1) | keys
+//! sorted        := key_len u32 | [key_len < 8: prefixes u64 x n] | [key_len = 0: offsets u32 x (n + 1)] | keys
 //! ```
 //!
 //! Every read is bounds-checked: a damaged index gives an error message,
@@ -24,6 +24,9 @@ use super::{suffix_int, PackedKeyKind, BITMAP_SPARSITY_MAX, INT_SUFFIX_BYTES_MAX
 pub(super) type Check<T> = std::result::Result<T, &'static str>;
 
 const INT_FIXED_BYTES: usize = 24;
+/// Keys with the target's prefix are scanned one by one up to this many,
+/// then binary-searched (keys rarely share all of their first 8 bytes).
+const EQUAL_RUN_SCAN: usize = 8;
 
 #[inline]
 fn u64_at(b: &[u8], i: usize) -> Check<u64> {
@@ -69,7 +72,12 @@ struct Bitmap {
 #[derive(Debug)]
 pub(super) struct SortedKeys {
     count: usize,
-    prefixes: Bytes,
+    /// Each key's first eight bytes as an integer; `None` when every key
+    /// has one length of at least eight bytes (read from the keys then).
+    prefixes: Option<Bytes>,
+    /// Every key has this length (no offsets), or 0: keys of several
+    /// lengths, located by `offsets`.
+    key_len: usize,
     offsets: Bytes,
     keys: Bytes,
     /// The integer prefixes order keys only under the bytewise order.
@@ -145,22 +153,33 @@ impl KeyIndex {
                 }))
             }
             PackedKeyKind::Sorted => {
-                let prefixes_end = count.checked_mul(8).ok_or("sorted key index too large")?;
-                let offsets_end = (count + 1)
-                    .checked_mul(4)
-                    .and_then(|b| b.checked_add(prefixes_end))
+                let key_len = u32_at(&section, 0)? as usize;
+                let has_prefixes = key_len < 8;
+                let prefixes_end = count
+                    .checked_mul(if has_prefixes { 8 } else { 0 })
+                    .and_then(|b| b.checked_add(4))
+                    .ok_or("sorted key index too large")?;
+                let offsets_bytes = if key_len == 0 { (count + 1) * 4 } else { 0 };
+                let offsets_end = prefixes_end
+                    .checked_add(offsets_bytes)
                     .ok_or("sorted key index too large")?;
                 if section.len() < offsets_end {
                     return Err("sorted key index shorter than its key count");
                 }
                 let offsets = section.slice(prefixes_end..offsets_end);
                 let keys = section.slice(offsets_end..);
-                if u32_at(&offsets, 0)? != 0 || u32_at(&offsets, count)? as usize != keys.len() {
-                    return Err("sorted key index: offsets do not span the keys");
+                let spans = if key_len == 0 {
+                    u32_at(&offsets, 0)? == 0 && u32_at(&offsets, count)? as usize == keys.len()
+                } else {
+                    count.checked_mul(key_len) == Some(keys.len())
+                };
+                if !spans {
+                    return Err("sorted key index: the keys' lengths do not add up to their bytes");
                 }
                 Ok(KeyIndex::Sorted(SortedKeys {
                     count,
-                    prefixes: section.slice(..prefixes_end),
+                    prefixes: has_prefixes.then(|| section.slice(4..prefixes_end)),
+                    key_len,
                     offsets,
                     keys,
                     bytewise,
@@ -348,8 +367,14 @@ impl Bitmap {
 impl SortedKeys {
     #[inline]
     fn key(&self, i: usize) -> Check<&[u8]> {
-        let start = u32_at(&self.offsets, i)? as usize;
-        let end = u32_at(&self.offsets, i + 1)? as usize;
+        let (start, end) = if self.key_len > 0 {
+            (i * self.key_len, (i + 1) * self.key_len)
+        } else {
+            (
+                u32_at(&self.offsets, i)? as usize,
+                u32_at(&self.offsets, i + 1)? as usize,
+            )
+        };
         self.keys
             .get(start..end)
             .ok_or("sorted key index: key offsets out of order")
@@ -357,38 +382,93 @@ impl SortedKeys {
 
     #[inline]
     fn prefix(&self, i: usize) -> Check<u64> {
-        u64_at(&self.prefixes, i)
+        match &self.prefixes {
+            Some(p) => u64_at(p, i),
+            None => self
+                .keys
+                .get(i * self.key_len..i * self.key_len + 8)
+                .map(|b| u64::from_be_bytes(b.try_into().unwrap_or([0; 8])))
+                .ok_or("index entry out of range"),
+        }
     }
 
     fn lower_bound(&self, key: &[u8], cmp: &dyn Comparator) -> Check<usize> {
         let (mut lo, mut hi) = (0usize, self.count);
         if self.bytewise {
             // Narrow to the keys whose first eight bytes equal the target's,
-            // comparing integers; then compare whole keys.
+            // comparing integers only; then compare whole keys.
             let p = key_prefix(key);
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if self.prefix(mid)? < p {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
+            lo = self.prefix_lower_bound(p)?;
+            hi = lo;
+            while hi < self.count && hi - lo < EQUAL_RUN_SCAN && self.prefix(hi)? == p {
+                hi += 1;
+            }
+            if hi - lo == EQUAL_RUN_SCAN {
+                let mut top = self.count;
+                while hi < top {
+                    let mid = hi + (top - hi) / 2;
+                    if self.prefix(mid)? <= p {
+                        hi = mid + 1;
+                    } else {
+                        top = mid;
+                    }
                 }
             }
-            let mut end = lo;
-            let mut top = self.count;
-            while end < top {
-                let mid = end + (top - end) / 2;
-                if self.prefix(mid)? <= p {
-                    end = mid + 1;
-                } else {
-                    top = mid;
-                }
-            }
-            hi = end;
         }
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             if cmp.compare(self.key(mid)?, key) == Ordering::Less {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// The first key whose prefix is at or above `p`. Interpolation first
+    /// (prefixes of real key sets are often near uniform within a table:
+    /// one or two probes instead of a cache miss per halving), then binary
+    /// search once the range is small or interpolation stops halving it.
+    fn prefix_lower_bound(&self, p: u64) -> Check<usize> {
+        // Invariant: prefixes below `lo` are < p, from `hi` on >= p.
+        let (mut lo, mut hi) = (0usize, self.count);
+        let mut rounds = 0;
+        while hi - lo > 16 && rounds < 4 {
+            rounds += 1;
+            let (a, b) = (self.prefix(lo)?, self.prefix(hi - 1)?);
+            if a >= p {
+                return Ok(lo);
+            }
+            if b < p {
+                return Ok(hi);
+            }
+            // a < p <= b, so b > a.
+            let span = (hi - 1 - lo) as u128;
+            let g = lo + (u128::from(p - a) * span / u128::from(b - a)) as usize;
+            let before = hi - lo;
+            if self.prefix(g)? < p {
+                lo = g + 1;
+            } else {
+                hi = g;
+            }
+            // A little past the guess on the other side: the answer is
+            // usually within a few entries of it.
+            if hi - lo > 8 {
+                let (l, h) = (lo.saturating_add(8).min(hi), hi.saturating_sub(8).max(lo));
+                if self.prefix(l - 1)? >= p {
+                    hi = l - 1;
+                } else if h > lo && self.prefix(h)? < p {
+                    lo = h + 1;
+                }
+            }
+            if hi - lo > before / 2 && rounds > 1 {
+                break;
+            }
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.prefix(mid)? < p {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -413,12 +493,30 @@ pub(super) fn build_index(
             return out;
         }
     }
-    let mut out = Vec::with_capacity(count * 12 + 4 + keys.len());
-    for i in 0..count {
-        put_fixed64(&mut out, key_prefix(key(i)));
+    let mut out = Vec::with_capacity(count * 12 + 8 + keys.len());
+    // One length for every key (and not 0): no offsets needed.
+    let key_len = match count {
+        0 => 0,
+        _ => {
+            let l = key(0).len();
+            let fixed = l > 0 && l <= u32::MAX as usize && (0..count).all(|i| key(i).len() == l);
+            if fixed {
+                l
+            } else {
+                0
+            }
+        }
+    };
+    put_fixed32(&mut out, key_len as u32);
+    if key_len < 8 {
+        for i in 0..count {
+            put_fixed64(&mut out, key_prefix(key(i)));
+        }
     }
-    for &o in offsets {
-        put_fixed32(&mut out, o);
+    if key_len == 0 {
+        for &o in offsets {
+            put_fixed32(&mut out, o);
+        }
     }
     out.extend_from_slice(keys);
     (PackedKeyKind::Sorted, out)

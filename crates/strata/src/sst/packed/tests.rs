@@ -292,6 +292,14 @@ fn other_keys_use_the_sorted_index() {
         assert_eq!(t.key_kind(), PackedKeyKind::Sorted);
         check_against_model(&t, &entries, &cmp, &probes);
     }
+    // Short keys of one length (the sorted index keeps a prefix array).
+    let short: BTreeSet<Vec<u8>> = (0..300).map(|_| rng.gen::<[u8; 5]>().to_vec()).collect();
+    let short: Vec<Vec<u8>> = short.into_iter().collect();
+    let entries = entries_of(&mut rng, &short, 2, None);
+    let t = open(&write(&entries, &cmp), &cmp, false).unwrap();
+    assert_eq!(t.key_kind(), PackedKeyKind::Sorted);
+    let probes: Vec<Vec<u8>> = (0..100).map(|_| rng.gen::<[u8; 5]>().to_vec()).collect();
+    check_against_model(&t, &entries, &cmp, &probes);
     // Sparse integers: too far apart for a bitmap.
     let users = be_keys((0..300).map(|i| i * 1000), b"", 8);
     let entries = entries_of(&mut rng, &users, 0, Some(3));
@@ -303,6 +311,46 @@ fn other_keys_use_the_sorted_index() {
         &cmp,
         &be_keys([1, 999, 1000, 299_001], b"", 8),
     );
+}
+
+#[test]
+fn fixed_length_keys_skewed_or_sharing_prefixes_are_found() {
+    let mut rng = StdRng::seed_from_u64(8);
+    let cmp = bytewise();
+    let mut users = BTreeSet::new();
+    // Skewed: cubes, so interpolation guesses badly.
+    for i in 0..500u64 {
+        let mut k = (i * i * i).to_be_bytes().to_vec();
+        k.extend_from_slice(&rng.gen::<u64>().to_be_bytes());
+        users.insert(k);
+    }
+    // A long run sharing its first eight bytes.
+    for _ in 0..100 {
+        let mut k = 1_000_000u64.to_be_bytes().to_vec();
+        k.extend_from_slice(&rng.gen::<u64>().to_be_bytes());
+        users.insert(k);
+    }
+    let users: Vec<Vec<u8>> = users.into_iter().collect();
+    let mut probes: Vec<Vec<u8>> = (0..300)
+        .map(|_| {
+            let mut k = rng.gen_range(0..130_000_000u64).to_be_bytes().to_vec();
+            k.extend_from_slice(&rng.gen::<u64>().to_be_bytes());
+            k
+        })
+        .collect();
+    probes.extend((0..50).map(|_| {
+        let mut k = 1_000_000u64.to_be_bytes().to_vec();
+        k.extend_from_slice(&rng.gen::<u64>().to_be_bytes());
+        k
+    }));
+    probes.push(Vec::new());
+    probes.push(vec![0xff; 17]);
+    for versions in [0, 2] {
+        let entries = entries_of(&mut rng, &users, versions, None);
+        let t = open(&write(&entries, &cmp), &cmp, false).unwrap();
+        assert_eq!(t.key_kind(), PackedKeyKind::Sorted);
+        check_against_model(&t, &entries, &cmp, &probes);
+    }
 }
 
 #[test]
