@@ -25,7 +25,7 @@ use crate::error::Result;
 use crate::key::prefix_search::compare_internal_in;
 use crate::key::{extract_user_key, pack_trailer, SequenceNumber, ValueKind};
 use crate::sst::filter::filter_hash;
-use crate::sst::{TableEntry, TableProbe};
+use crate::sst::{Found, TableProbe};
 use crate::version::{FileMetaData, NUM_LEVELS};
 
 use super::inner::{DbInner, SuperVersion};
@@ -253,7 +253,7 @@ impl DbInner {
 }
 
 /// A table's answer as the user sees it.
-fn table_value(e: TableEntry) -> Option<DBPinnableSlice> {
+fn table_value(e: Found) -> Option<DBPinnableSlice> {
     match e.kind {
         ValueKind::Value => Some(DBPinnableSlice::from_block(e.value)),
         ValueKind::Deletion => None,

@@ -36,7 +36,7 @@ pub use block_property::{
     BlockPropertyCollector, BlockPropertyCollectorFactory, BlockPropertyFilter,
 };
 pub use properties::TableProperties;
-pub(crate) use table::{Table, TableIter, TableOpenOptions, TableWriter};
+pub(crate) use table::{Found, Table, TableIter, TableOpenOptions, TableWriter};
 pub use table_builder::TableBuilder;
 pub use table_iter::TableIterator;
 pub(crate) use table_reader::{MetaPlacement, TableIndex, TableProbe};

@@ -9,13 +9,32 @@ use crate::cache::BlockCache;
 use crate::env::{RandomAccessFile, WritableFile};
 use crate::error::Result;
 use crate::iter::{InternalIterator, PrefixRun};
-use crate::key::{Comparator, SliceTransform};
+use crate::key::{Comparator, SliceTransform, ValueKind};
+
+use bytes::Bytes;
 
 use super::packed::{is_packed_table, PackedTableBuilder, PackedTableIterator, PackedTableReader};
 use super::{
     BlockPropertyFilter, MetaPlacement, TableBuilder, TableEntry, TableIterator, TableOptions,
     TableProbe, TableProperties, TableReader,
 };
+
+/// What a table holds for a database read: the newest visible entry's
+/// kind and value (a slice of a block or of the mapping).
+#[derive(Debug)]
+pub(crate) struct Found {
+    pub(crate) kind: ValueKind,
+    pub(crate) value: Bytes,
+}
+
+impl From<TableEntry> for Found {
+    fn from(e: TableEntry) -> Found {
+        Found {
+            kind: e.kind,
+            value: e.value,
+        }
+    }
+}
 
 /// An open table of either format. Cloning shares the reader.
 #[derive(Debug, Clone)]
@@ -73,17 +92,19 @@ impl Table {
         }
     }
 
-    /// See [`TableReader::get_opt`].
+    /// See [`TableReader::get_opt`]; only what a database read needs.
     #[inline]
     pub(crate) fn get_opt(
         &self,
         lookup: &[u8],
         hash: u64,
         fill_cache: bool,
-    ) -> Result<Option<TableEntry>> {
+    ) -> Result<Option<Found>> {
         match self {
-            Table::Block(t) => t.get_opt(lookup, hash, fill_cache),
-            Table::Packed(t) => t.get(lookup),
+            Table::Block(t) => Ok(t.get_opt(lookup, hash, fill_cache)?.map(Found::from)),
+            Table::Packed(t) => Ok(t
+                .get_value(lookup)?
+                .map(|(kind, value)| Found { kind, value })),
         }
     }
 
@@ -92,15 +113,17 @@ impl Table {
         &self,
         probes: &[TableProbe<'_>],
         fill_cache: bool,
-        answer: &mut dyn FnMut(usize, Result<TableEntry>),
+        answer: &mut dyn FnMut(usize, Result<Found>),
     ) {
         match self {
-            Table::Block(t) => t.multi_get(probes, fill_cache, answer),
+            Table::Block(t) => t.multi_get(probes, fill_cache, &mut |i, r| {
+                answer(i, r.map(Found::from))
+            }),
             // A lookup is a few integer operations: nothing to batch.
             Table::Packed(t) => {
                 for (i, p) in probes.iter().enumerate() {
-                    match t.get(p.lookup) {
-                        Ok(Some(e)) => answer(i, Ok(e)),
+                    match t.get_value(p.lookup) {
+                        Ok(Some((kind, value))) => answer(i, Ok(Found { kind, value })),
                         Ok(None) => {}
                         Err(e) => answer(i, Err(e)),
                     }

@@ -45,6 +45,8 @@ pub struct PackedTableBuilder {
     trailers: Vec<u64>,
     /// Whether some entry is not (sequence 0, value).
     any_tag: bool,
+    /// The largest sequence number of any entry.
+    max_sequence: u64,
     /// The distinct user keys, back to back, and where each starts.
     keys: Vec<u8>,
     key_offsets: Vec<u32>,
@@ -98,6 +100,7 @@ impl PackedTableBuilder {
             same_len: None,
             trailers: Vec::new(),
             any_tag: false,
+            max_sequence: 0,
             keys: Vec::new(),
             key_offsets: vec![0],
             starts: Vec::new(),
@@ -164,6 +167,7 @@ impl PackedTableBuilder {
         }
         let trailer = pack_trailer(parsed.sequence, parsed.kind);
         self.any_tag |= trailer != pack_trailer(0, ValueKind::Value);
+        self.max_sequence = self.max_sequence.max(parsed.sequence);
         self.trailers.push(trailer);
         let len = value.len() as u64;
         self.same_len = match (n, self.same_len) {
@@ -337,6 +341,7 @@ impl PackedTableBuilder {
         buf.push(layout_code);
         buf.push(0);
         put_fixed32(&mut buf, fixed_len);
+        put_fixed64(&mut buf, self.max_sequence);
         debug_assert_eq!(buf.len(), HEADER_BYTES);
         self.write_section(Section::Header, &buf)?;
 

@@ -53,7 +53,9 @@ pub(super) enum KeyIndex {
 #[derive(Debug)]
 pub(super) struct IntKeys {
     key_len: usize,
-    prefix: Bytes,
+    /// Copied out of the mapping: a lookup compares it first, and the
+    /// reader's own memory is far likelier to be cached than the file.
+    prefix: Box<[u8]>,
     min: u64,
     max: u64,
     count: usize,
@@ -118,7 +120,7 @@ impl KeyIndex {
                 let prefix = section
                     .get(INT_FIXED_BYTES..prefix_end)
                     .ok_or("integer key index: prefix past the section")?;
-                let prefix = section.slice_ref(prefix);
+                let prefix: Box<[u8]> = prefix.into();
                 let range = u128::from(max - min) + 1;
                 let bitmap = if kind == PackedKeyKind::AllOne {
                     if range != count as u128 {

@@ -72,7 +72,7 @@ impl PackedKeyKind {
 }
 
 /// Header bytes (section 5).
-const HEADER_BYTES: usize = 24;
+const HEADER_BYTES: usize = 32;
 /// Header flag: the version tags section is present.
 const FLAG_TAGS: u8 = 1;
 /// Header flag: the key starts section is present.

@@ -44,6 +44,12 @@ pub struct PackedTableReader {
     offsets: Bytes,
     values: Bytes,
     props: TableProperties,
+    /// Every entry is a value (no deletion) and the only version of its
+    /// key: a read at or above `max_sequence` sees the entry without
+    /// reading its tag.
+    single_values: bool,
+    /// The largest sequence number in the table (from the header).
+    max_sequence: u64,
     /// Sections are checked at open unless `lazy`; then each on first use,
     /// the answer kept here.
     lazy: bool,
@@ -143,6 +149,7 @@ impl PackedTableReader {
         let count = decode_fixed64(&header[8..]).unwrap_or(0);
         let (kind, flags, layout_code) = (header[16], header[17], header[18]);
         let fixed_len = u32::from_le_bytes([header[20], header[21], header[22], header[23]]);
+        let max_sequence = decode_fixed64(&header[24..]).unwrap_or(0);
         let kind = PackedKeyKind::from_code(kind)
             .ok_or_else(|| corrupt(Section::Header, format!("unknown key index kind {kind}")))?;
         if count > n || n >= u64::from(u32::MAX) || flags & !(FLAG_TAGS | FLAG_STARTS) != 0 {
@@ -229,6 +236,7 @@ impl PackedTableReader {
         let bytewise = comparator.builtin_order() == Some(BuiltinOrder::Bytewise);
         let index = KeyIndex::parse(kind, section(Section::KeyIndex), count, bytewise)
             .map_err(|what| corrupt(Section::KeyIndex, what.to_string()))?;
+        let single_values = starts.is_none() && props.num_deletions == 0;
         let checked: [OnceLock<Result<()>>; SECTIONS] = Default::default();
         if !lazy_checksums {
             for c in &checked {
@@ -249,6 +257,8 @@ impl PackedTableReader {
             layout,
             offsets,
             values,
+            single_values,
+            max_sequence,
             props,
             lazy: lazy_checksums,
             checked,
@@ -337,6 +347,20 @@ impl PackedTableReader {
         while it.valid() {
             if entries > 0 && self.icmp.compare(&last, it.key()).is_ge() {
                 return Err(self.corrupt(Section::KeyIndex, "keys out of order"));
+            }
+            let tag = decode_fixed64(&it.key()[it.key().len() - TRAILER_BYTES..]).unwrap_or(0);
+            if tag >> 8 > self.max_sequence {
+                return Err(self.corrupt(
+                    Section::Header,
+                    format!(
+                        "an entry's sequence {} is above the table's largest, {}",
+                        tag >> 8,
+                        self.max_sequence
+                    ),
+                ));
+            }
+            if self.single_values && tag as u8 != ValueKind::Value as u8 {
+                return Err(self.corrupt(Section::Tags, "a deletion in a table that records none"));
             }
             last.clear();
             last.extend_from_slice(it.key());
@@ -453,6 +477,36 @@ impl PackedTableReader {
     /// key: user key, the read's sequence number, kind `FOR_SEEK`) at or
     /// below the lookup's sequence number.
     pub fn get(&self, lookup: &[u8]) -> Result<Option<TableEntry>> {
+        let Some((e, t)) = self.find_entry(lookup, true)? else {
+            return Ok(None);
+        };
+        let (a, b) = self.value_range(e)?;
+        Ok(Some(TableEntry {
+            sequence: (t >> 8) as SequenceNumber,
+            kind: ValueKind::from_byte(t as u8).unwrap_or(ValueKind::Value),
+            value: self.values.slice(a..b),
+        }))
+    }
+
+    /// [`PackedTableReader::get`] without the entry's sequence number: when
+    /// every entry is the only version of its key and a value, and the
+    /// read is at or above the table's largest sequence number, the entry's
+    /// tag is not read at all (a get then touches the file once, for the
+    /// value).
+    #[inline]
+    pub(crate) fn get_value(&self, lookup: &[u8]) -> Result<Option<(ValueKind, Bytes)>> {
+        let Some((e, t)) = self.find_entry(lookup, false)? else {
+            return Ok(None);
+        };
+        let (a, b) = self.value_range(e)?;
+        let kind = ValueKind::from_byte(t as u8).unwrap_or(ValueKind::Value);
+        Ok(Some((kind, self.values.slice(a..b))))
+    }
+
+    /// The entry a lookup finds and its trailer (read unless `!need_tag`
+    /// and the table's facts say what it is: then sequence 0 stands in).
+    #[inline]
+    fn find_entry(&self, lookup: &[u8], need_tag: bool) -> Result<Option<(usize, u64)>> {
         self.ensure(Section::KeyIndex)?;
         let user_key = extract_user_key(lookup);
         let id = match self.index.find(user_key, &*self.user_cmp) {
@@ -460,23 +514,19 @@ impl PackedTableReader {
             Ok(None) => return Ok(None),
             Err(w) => return Err(self.corrupt(Section::KeyIndex, w)),
         };
-        self.get_id(id, lookup)
-    }
-
-    fn get_id(&self, id: usize, lookup: &[u8]) -> Result<Option<TableEntry>> {
         self.ensure_read_sections()?;
         let target = decode_fixed64(&lookup[lookup.len() - TRAILER_BYTES..]).unwrap_or(0);
+        if !need_tag && self.single_values && target >> 8 >= self.max_sequence {
+            if id >= self.n {
+                return Err(self.corrupt(Section::KeyIndex, "key id past the entries"));
+            }
+            return Ok(Some((id, pack_trailer(0, ValueKind::Value))));
+        }
         let (first, end) = self.versions(id)?;
         for e in first..end {
             let t = self.trailer(e)?;
             if t <= target {
-                let (a, b) = self.value_range(e)?;
-                let kind = ValueKind::from_byte(t as u8).unwrap_or(ValueKind::Value);
-                return Ok(Some(TableEntry {
-                    sequence: (t >> 8) as SequenceNumber,
-                    kind,
-                    value: self.values.slice(a..b),
-                }));
+                return Ok(Some((e, t)));
             }
         }
         Ok(None)
