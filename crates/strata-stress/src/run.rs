@@ -54,6 +54,7 @@ pub const DB_FLAGS: &[&str] = &[
     "cache_size",
     "stream_aware_cutting",
     "sst_partitioner_prefix",
+    "packed_from_level",
 ];
 
 /// Prints a verification failure and exits with status 2.
@@ -94,6 +95,16 @@ pub fn db_options(flags: &Flags) -> Result<Options, String> {
     match flags.get("sst_partitioner_prefix", 0usize)? {
         0 => {}
         n => o.set_sst_partitioner_factory(SstPartitionerFactory::fixed_prefix(n)),
+    }
+    // Packed tables from this level down (-1: block-based only).
+    match flags.get("packed_from_level", -1i32)? {
+        -1 => {}
+        level @ 0..=6 => {
+            let mut p = strata::PackedTableOptions::default();
+            p.set_from_level(level);
+            o.set_packed_table_factory(&p);
+        }
+        other => return Err(format!("--packed_from_level={other}: -1 (none) or 0 to 6")),
     }
     Ok(o)
 }

@@ -86,6 +86,17 @@ fn kill_9_with_synced_writes() {
 }
 
 #[test]
+fn kill_9_with_packed_tables() {
+    // Packed tables from L1 down (L0 block-based: flushes, then the
+    // format changes on the way down), synced writes, a clean last run.
+    crash_test(
+        "packed",
+        cycles(6) + 1,
+        &["--sync=1", "--packed_from_level=1", "--final_clean_run=1"],
+    );
+}
+
+#[test]
 fn kill_9_with_the_log_off_recovers_a_flushed_prefix() {
     // Ten kills, then a run that ends cleanly: its writes since the last
     // flush must survive the clean close, with the history gone.
