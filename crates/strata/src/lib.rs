@@ -48,7 +48,7 @@ pub(crate) mod wal;
 pub use db::{
     BlockBasedOptions, Cache, DBCompressionType, DBIterator, DBPinnableSlice, DBRawIterator,
     DBRecoveryMode, Direction, IteratorMode, LiveFile, Options, PackedTableOptions, ReadOptions,
-    Snapshot, SstPartitioner, SstPartitionerFactory, WriteBatch, WriteOptions, DB,
+    Snapshot, SstPartitioner, SstPartitionerFactory, TableFileCheck, WriteBatch, WriteOptions, DB,
 };
 pub use error::{Error, Result};
 pub use key::{

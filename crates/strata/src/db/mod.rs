@@ -31,7 +31,7 @@ use crate::key::SequenceNumber;
 use inner::DbInner;
 
 pub use iterator::{DBIterator, DBRawIterator, Direction, IteratorMode};
-pub use live_files::LiveFile;
+pub use live_files::{LiveFile, TableFileCheck};
 pub use options::{
     BlockBasedOptions, Cache, DBCompressionType, DBRecoveryMode, Options, PackedTableOptions,
     ReadOptions, WriteOptions,

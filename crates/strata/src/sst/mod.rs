@@ -17,6 +17,7 @@ pub mod filter;
 pub mod format;
 pub mod index;
 mod index_array;
+mod inspect;
 pub mod packed;
 pub mod properties;
 mod readahead;
@@ -35,6 +36,7 @@ pub use block::DataBlockIndexType;
 pub use block_property::{
     BlockPropertyCollector, BlockPropertyCollectorFactory, BlockPropertyFilter,
 };
+pub use inspect::{describe_table, table_entries, verify_table, TableLayout, TablePart};
 pub use properties::TableProperties;
 pub(crate) use table::{Found, Table, TableIter, TableOpenOptions, TableWriter};
 pub use table_builder::TableBuilder;

@@ -275,6 +275,19 @@ impl PackedTableReader {
         &self.name
     }
 
+    /// Every section: name, offset, size, and whether its checksum holds
+    /// (computed now, whatever the open checked).
+    pub fn sections(&self) -> Vec<(&'static str, u64, u64, bool)> {
+        Section::ALL
+            .iter()
+            .map(|&s| {
+                let h = self.footer.sections[s as usize];
+                let bytes = &self.data[h.offset as usize..(h.offset + h.size) as usize];
+                (s.name(), h.offset, h.size, section_crc(bytes) == h.crc)
+            })
+            .collect()
+    }
+
     /// The kind of key index the builder chose.
     pub fn key_kind(&self) -> PackedKeyKind {
         self.index.kind()

@@ -1,0 +1,324 @@
+//! What each subcommand does.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use strata::env::{FileSystem, PosixFileSystem};
+use strata::key::{parse_internal_key, ValueKind};
+use strata::{BytewiseComparator, Comparator, IteratorMode, Options, ReadOptions, WriteBatch, DB};
+
+use crate::codec::{hex_decode, hex_encode, Codec};
+use crate::{Cli, Command, Outcome, ScanArgs, SstCommand};
+
+/// Why a command failed.
+#[derive(Debug)]
+pub enum Failure {
+    /// The command line was wrong (exit 2).
+    Usage(String),
+    /// The database or a file gave an error (exit 3).
+    Error(String),
+    /// Standard output was closed (`strata ... | head`): stop quietly.
+    Closed,
+}
+
+impl From<strata::Error> for Failure {
+    fn from(e: strata::Error) -> Failure {
+        Failure::Error(e.to_string())
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Failure {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            Failure::Closed
+        } else {
+            Failure::Error(e.to_string())
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, Failure>;
+
+fn usage<T>(msg: impl Into<String>) -> Result<T> {
+    Err(Failure::Usage(msg.into()))
+}
+
+fn open_db(cli: &Cli) -> Result<DB> {
+    let Some(path) = &cli.db else {
+        return usage("this command needs --db PATH");
+    };
+    // Never create unless asked: a mistyped path is an error, not a new
+    // database.
+    let mut opts = Options::default();
+    opts.create_if_missing(cli.create);
+    Ok(DB::open(&opts, path)?)
+}
+
+fn arg(codec: Codec, s: &str) -> Result<Vec<u8>> {
+    codec.decode(s).map_err(Failure::Usage)
+}
+
+/// Runs the command `cli` names.
+pub fn run(cli: &Cli) -> Result<Outcome> {
+    let codec = cli.codec();
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let outcome = match &cli.command {
+        Command::Get { key } => {
+            let db = open_db(cli)?;
+            match db.get(arg(codec, key)?)? {
+                Some(v) => {
+                    out.write_all(&codec.encode(&v))?;
+                    out.write_all(b"\n")?;
+                    Outcome::Done
+                }
+                None => {
+                    eprintln!("strata: not found");
+                    Outcome::No
+                }
+            }
+        }
+        Command::Put { key, value } => {
+            let db = open_db(cli)?;
+            db.put(arg(codec, key)?, arg(codec, value)?)?;
+            Outcome::Done
+        }
+        Command::Delete { key } => {
+            let db = open_db(cli)?;
+            db.delete(arg(codec, key)?)?;
+            Outcome::Done
+        }
+        Command::Scan(a) => {
+            let db = open_db(cli)?;
+            scan(&db, a, codec, &mut out)?;
+            Outcome::Done
+        }
+        Command::Dump { file } => {
+            let db = open_db(cli)?;
+            let mut sink: Box<dyn Write> = if file == "-" {
+                Box::new(&mut out)
+            } else {
+                Box::new(BufWriter::new(File::create(file)?))
+            };
+            for item in db.iterator(IteratorMode::Start) {
+                let (k, v) = item?;
+                writeln!(sink, "{} {}", hex_encode(&k), hex_encode(&v))?;
+            }
+            sink.flush()?;
+            Outcome::Done
+        }
+        Command::Load { file } => {
+            let db = open_db(cli)?;
+            let input: Box<dyn BufRead> = if file == "-" {
+                Box::new(BufReader::new(io::stdin()))
+            } else {
+                Box::new(BufReader::new(File::open(file)?))
+            };
+            load(&db, input)?;
+            Outcome::Done
+        }
+        Command::Levels => {
+            let db = open_db(cli)?;
+            levels(&db, codec, &mut out)?;
+            Outcome::Done
+        }
+        Command::Stats => {
+            let db = open_db(cli)?;
+            let stats = db.property_value("rocksdb.stats")?.unwrap_or_default();
+            out.write_all(stats.as_bytes())?;
+            if !stats.ends_with('\n') {
+                out.write_all(b"\n")?;
+            }
+            Outcome::Done
+        }
+        Command::Verify => {
+            let db = open_db(cli)?;
+            let checks = db.verify_table_files();
+            let mut damaged = 0;
+            for c in &checks {
+                match &c.result {
+                    Ok(n) => writeln!(out, "ok       L{} {} ({n} entries)", c.level, c.name)?,
+                    Err(e) => {
+                        damaged += 1;
+                        writeln!(out, "DAMAGED  L{} {}: {e}", c.level, c.name)?;
+                    }
+                }
+            }
+            writeln!(out, "{} table files, {damaged} damaged", checks.len())?;
+            if damaged > 0 {
+                Outcome::No
+            } else {
+                Outcome::Done
+            }
+        }
+        Command::Compact { from, to } => {
+            let db = open_db(cli)?;
+            let from = from.as_deref().map(|k| arg(codec, k)).transpose()?;
+            let to = to.as_deref().map(|k| arg(codec, k)).transpose()?;
+            db.compact_range(from, to)?;
+            Outcome::Done
+        }
+        Command::Sst(sst) => self::sst(sst, codec, &mut out)?,
+    };
+    out.flush()?;
+    Ok(outcome)
+}
+
+fn scan(db: &DB, a: &ScanArgs, codec: Codec, out: &mut impl Write) -> Result<()> {
+    let from = a.from.as_deref().map(|k| arg(codec, k)).transpose()?;
+    let to = a.to.as_deref().map(|k| arg(codec, k)).transpose()?;
+    let mut ro = ReadOptions::default();
+    if let Some(f) = &from {
+        ro.set_iterate_lower_bound(f.clone());
+    }
+    if let Some(t) = &to {
+        ro.set_iterate_upper_bound(t.clone());
+    }
+    let mode = if a.reverse {
+        IteratorMode::End
+    } else {
+        IteratorMode::Start
+    };
+    for item in db
+        .iterator_opt(mode, ro)
+        .take(a.limit.unwrap_or(usize::MAX))
+    {
+        let (k, v) = item?;
+        out.write_all(&codec.encode(&k))?;
+        out.write_all(b" ")?;
+        out.write_all(&codec.encode(&v))?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// Puts `dump`'s lines, a batch per 1,000.
+fn load(db: &DB, input: Box<dyn BufRead>) -> Result<()> {
+    let mut batch = WriteBatch::default();
+    for (i, line) in input.lines().enumerate() {
+        let line = line?;
+        if line.is_empty() {
+            continue;
+        }
+        let bad = |why: String| Failure::Usage(format!("line {}: {why}", i + 1));
+        let (k, v) = line
+            .split_once(' ')
+            .ok_or_else(|| bad("expected `HEXKEY HEXVALUE`".into()))?;
+        batch.put(hex_decode(k).map_err(bad)?, hex_decode(v).map_err(bad)?);
+        if batch.len() >= 1000 {
+            db.write(std::mem::take(&mut batch))?;
+        }
+    }
+    if !batch.is_empty() {
+        db.write(batch)?;
+    }
+    Ok(())
+}
+
+fn levels(db: &DB, codec: Codec, out: &mut impl Write) -> Result<()> {
+    let files = db.live_files()?;
+    let max_level = files.iter().map(|f| f.level).max().unwrap_or(0);
+    writeln!(out, "level  files        bytes")?;
+    for level in 0..=max_level {
+        let in_level: Vec<_> = files.iter().filter(|f| f.level == level).collect();
+        let bytes: usize = in_level.iter().map(|f| f.size).sum();
+        writeln!(out, "{level:>5} {:>6} {bytes:>12}", in_level.len())?;
+    }
+    for f in &files {
+        write!(
+            out,
+            "L{} {} {} bytes, {} entries, [",
+            f.level, f.name, f.size, f.num_entries
+        )?;
+        out.write_all(&codec.encode(f.start_key.as_deref().unwrap_or_default()))?;
+        out.write_all(b" .. ")?;
+        out.write_all(&codec.encode(f.end_key.as_deref().unwrap_or_default()))?;
+        out.write_all(b"]\n")?;
+    }
+    Ok(())
+}
+
+fn open_file(path: &Path) -> Result<Arc<dyn strata::env::RandomAccessFile>> {
+    Ok(PosixFileSystem::new().open_random_access(path)?)
+}
+
+fn sst(cmd: &SstCommand, codec: Codec, out: &mut impl Write) -> Result<Outcome> {
+    let cmp: Arc<dyn Comparator> = Arc::new(BytewiseComparator);
+    match cmd {
+        SstCommand::Dump { file } => {
+            let name = file.display().to_string();
+            let layout = strata::sst::describe_table(open_file(file)?, &name, cmp)?;
+            writeln!(out, "{name}: {} table", layout.format)?;
+            writeln!(
+                out,
+                "kind         offset       size  compression  checksum  hash-index"
+            )?;
+            for p in &layout.parts {
+                let hash = match p.hash_index {
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "-",
+                };
+                writeln!(
+                    out,
+                    "{:<12} {:>6} {:>10}  {:<11}  {:<8}  {hash}",
+                    p.kind,
+                    p.offset,
+                    p.size,
+                    p.compression,
+                    if p.checksum_ok { "ok" } else { "BAD" },
+                )?;
+            }
+            let bad = layout.parts.iter().filter(|p| !p.checksum_ok).count();
+            writeln!(
+                out,
+                "{} parts, {bad} with a bad checksum",
+                layout.parts.len()
+            )?;
+            Ok(if bad > 0 { Outcome::No } else { Outcome::Done })
+        }
+        SstCommand::Scan { file } => {
+            let name = file.display().to_string();
+            let mut it = strata::sst::table_entries(open_file(file)?, &name, cmp)?;
+            it.seek_to_first();
+            while it.valid() {
+                let p = parse_internal_key(it.key())
+                    .ok_or_else(|| Failure::Error(format!("{name}: malformed internal key")))?;
+                out.write_all(&codec.encode(p.user_key))?;
+                let kind = match p.kind {
+                    ValueKind::Value => "value",
+                    ValueKind::Deletion => "deletion",
+                };
+                write!(out, " @ {} {kind} => ", p.sequence)?;
+                out.write_all(&codec.encode(it.value()))?;
+                out.write_all(b"\n")?;
+                it.next();
+            }
+            it.status()?;
+            Ok(Outcome::Done)
+        }
+        SstCommand::Props { file } => {
+            let name = file.display().to_string();
+            let layout = strata::sst::describe_table(open_file(file)?, &name, cmp)?;
+            writeln!(out, "format: {}", layout.format)?;
+            writeln!(out, "{:#?}", layout.properties)?;
+            Ok(Outcome::Done)
+        }
+        SstCommand::Verify { file } => {
+            let name = file.display().to_string();
+            match strata::sst::verify_table(open_file(file)?, &name, cmp) {
+                Ok(n) => {
+                    writeln!(out, "ok: {n} entries")?;
+                    Ok(Outcome::Done)
+                }
+                Err(e @ strata::Error::Corruption { .. }) => {
+                    writeln!(out, "DAMAGED: {e}")?;
+                    Ok(Outcome::No)
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
+    }
+}

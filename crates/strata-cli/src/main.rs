@@ -1,0 +1,161 @@
+//! `strata`: read, write and inspect a Strata database and its files.
+//!
+//! Exit status: 0 done; 1 the answer is "no" (`get` of an absent key,
+//! `verify` or `sst verify` found damage); 2 bad usage; 3 an error (the
+//! database cannot be opened, is locked by another process, a file is
+//! unreadable).
+
+mod codec;
+mod commands;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use codec::Codec;
+
+/// Read, write and inspect a Strata database.
+///
+/// Keys and values are text unless --hex or --base64 says how they are
+/// written; output uses the same encoding.
+#[derive(Debug, Parser)]
+#[command(
+    name = "strata",
+    version,
+    about,
+    long_about = None,
+    after_help = "Exit status: 0 done; 1 no (get: the key is absent; verify: damage found); \
+                  2 bad usage; 3 error (cannot open the database, locked by another process, \
+                  unreadable file).\n\nExample: strata --db /tmp/db --hex scan --limit 10"
+)]
+pub struct Cli {
+    /// The database directory (every command but `sst`).
+    #[arg(long, global = true, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// Keys and values are hex (output too).
+    #[arg(long, global = true, conflicts_with = "base64")]
+    hex: bool,
+    /// Keys and values are base64 (output too).
+    #[arg(long, global = true)]
+    base64: bool,
+    /// Create the database if it does not exist (otherwise a path that
+    /// holds no database is an error).
+    #[arg(long, global = true)]
+    create: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the value of KEY (exit 1 if absent).
+    #[command(after_help = "Example: strata --db /tmp/db get user:42")]
+    Get { key: String },
+    /// Set KEY to VALUE.
+    #[command(after_help = "Example: strata --db /tmp/db put user:42 alice")]
+    Put { key: String, value: String },
+    /// Delete KEY.
+    #[command(after_help = "Example: strata --db /tmp/db delete user:42")]
+    Delete { key: String },
+    /// Print `key value` lines, in key order.
+    #[command(after_help = "Example: strata --db /tmp/db scan --from user: --to user; --limit 10")]
+    Scan(ScanArgs),
+    /// Write every entry to FILE ('-': standard output), a line each:
+    /// the key in hex, a space, the value in hex.
+    #[command(after_help = "Example: strata --db /tmp/db dump /tmp/db.txt")]
+    Dump { file: String },
+    /// Put every line of FILE ('-': standard input), in `dump`'s format.
+    #[command(after_help = "Example: strata --db /tmp/copy load /tmp/db.txt")]
+    Load { file: String },
+    /// Table files per level: count, bytes, and each file's key range.
+    #[command(after_help = "Example: strata --db /tmp/db levels")]
+    Levels,
+    /// The compaction statistics table.
+    #[command(after_help = "Example: strata --db /tmp/db stats")]
+    Stats,
+    /// Read every live table file whole and check every checksum; exit 1
+    /// and list the damaged files if any.
+    #[command(after_help = "Example: strata --db /tmp/db verify")]
+    Verify,
+    /// Compact the whole key range, or [--from, --to].
+    #[command(after_help = "Example: strata --db /tmp/db compact --from a --to m")]
+    Compact {
+        #[arg(long)]
+        from: Option<String>,
+        #[arg(long)]
+        to: Option<String>,
+    },
+    /// Look inside one table file (no database needed).
+    #[command(subcommand)]
+    Sst(SstCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct ScanArgs {
+    /// First key (inclusive).
+    #[arg(long)]
+    from: Option<String>,
+    /// Last key (exclusive).
+    #[arg(long)]
+    to: Option<String>,
+    /// At most this many entries.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Largest key first.
+    #[arg(long)]
+    reverse: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SstCommand {
+    /// Every block (or packed section): kind, offset, size, compression,
+    /// checksum, hash index use.
+    #[command(after_help = "Example: strata sst dump /tmp/db/000012.sst")]
+    Dump { file: PathBuf },
+    /// Every entry: key, sequence number, kind, value.
+    #[command(after_help = "Example: strata --hex sst scan /tmp/db/000012.sst")]
+    Scan { file: PathBuf },
+    /// The table's properties.
+    #[command(after_help = "Example: strata sst props /tmp/db/000012.sst")]
+    Props { file: PathBuf },
+    /// Check every checksum and entry; exit 1 if damaged.
+    #[command(after_help = "Example: strata sst verify /tmp/db/000012.sst")]
+    Verify { file: PathBuf },
+}
+
+impl Cli {
+    fn codec(&self) -> Codec {
+        if self.hex {
+            Codec::Hex
+        } else if self.base64 {
+            Codec::Base64
+        } else {
+            Codec::Text
+        }
+    }
+}
+
+/// How a command ended, for the exit status.
+#[derive(Debug)]
+pub enum Outcome {
+    Done,
+    No,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match commands::run(&cli) {
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::No) => ExitCode::from(1),
+        Err(commands::Failure::Usage(msg)) => {
+            eprintln!("strata: {msg}");
+            ExitCode::from(2)
+        }
+        Err(commands::Failure::Error(msg)) => {
+            eprintln!("strata: {msg}");
+            ExitCode::from(3)
+        }
+        Err(commands::Failure::Closed) => ExitCode::SUCCESS,
+    }
+}

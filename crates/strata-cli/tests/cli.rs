@@ -1,0 +1,215 @@
+//! Every subcommand of `strata`, end to end, on databases the test builds:
+//! outputs checked, exit statuses checked, damage found by `verify` and
+//! `sst verify` naming the file, and bad input (no database, a locked
+//! database, bad hex) with clear messages.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use strata::{Options, PackedTableOptions, DB};
+
+fn strata(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .output()
+        .expect("run strata")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = strata(args);
+    assert!(
+        out.status.success(),
+        "strata {args:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn status(args: &[&str]) -> (i32, String, String) {
+    let out = strata(args);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("strata-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// A database of keys k000..k099 (values v000..), flushed into tables, and
+/// k050 deleted.
+fn build(dir: &Path, packed: bool) {
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    if packed {
+        opts.set_packed_table_factory(&PackedTableOptions::default());
+    }
+    let db = DB::open(&opts, dir).unwrap();
+    for i in 0..100 {
+        db.put(format!("k{i:03}"), format!("v{i:03}")).unwrap();
+    }
+    db.flush().unwrap();
+    db.delete("k050").unwrap();
+    db.flush().unwrap();
+}
+
+#[test]
+fn data_commands_read_and_write_in_every_encoding() {
+    let dir = temp("data");
+    build(&dir, false);
+    let db = dir.to_str().unwrap();
+    assert_eq!(ok(&["--db", db, "get", "k007"]), "v007\n");
+    assert_eq!(status(&["--db", db, "get", "k050"]).0, 1, "deleted key");
+    ok(&["--db", db, "put", "new", "value with spaces"]);
+    assert_eq!(ok(&["--db", db, "get", "new"]), "value with spaces\n");
+    ok(&["--db", db, "delete", "new"]);
+    assert_eq!(status(&["--db", db, "get", "new"]).0, 1);
+    // Hex and base64 both ways: "k001" is 6b303031.
+    assert_eq!(ok(&["--db", db, "--hex", "get", "6b303031"]), "76303031\n");
+    ok(&["--db", db, "--hex", "put", "00ff", "0102"]);
+    assert_eq!(ok(&["--db", db, "--base64", "get", "AP8="]), "AQI=\n");
+    ok(&["--db", db, "--hex", "delete", "00ff"]);
+    // Scans: bounds, limit, reverse.
+    assert_eq!(
+        ok(&["--db", db, "scan", "--from", "k048", "--to", "k053"]),
+        "k048 v048\nk049 v049\nk051 v051\nk052 v052\n"
+    );
+    assert_eq!(
+        ok(&["--db", db, "scan", "--reverse", "--limit", "2"]),
+        "k099 v099\nk098 v098\n"
+    );
+    assert_eq!(ok(&["--db", db, "scan"]).lines().count(), 99);
+    // Dump, then load into a new database: the same scan.
+    let file = dir.with_extension("dump");
+    ok(&["--db", db, "dump", file.to_str().unwrap()]);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.lines().next().unwrap(), "6b303030 76303030");
+    let copy = temp("data-copy");
+    let copy_s = copy.to_str().unwrap();
+    ok(&["--db", copy_s, "--create", "load", file.to_str().unwrap()]);
+    assert_eq!(ok(&["--db", copy_s, "scan"]), ok(&["--db", db, "scan"]));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&copy);
+    let _ = std::fs::remove_file(&file);
+}
+
+#[test]
+fn inspection_commands_describe_the_tree_and_its_files() {
+    for packed in [false, true] {
+        let dir = temp(&format!("inspect-{packed}"));
+        build(&dir, packed);
+        let db = dir.to_str().unwrap();
+        let levels = ok(&["--db", db, "levels"]);
+        assert!(
+            levels.starts_with("level  files        bytes\n"),
+            "{levels}"
+        );
+        assert!(levels.contains("L0 /"), "{levels}");
+        assert!(levels.contains("[k000 .. k099]"), "{levels}");
+        assert!(ok(&["--db", db, "stats"]).contains("Compaction Stats"));
+        let verify = ok(&["--db", db, "verify"]);
+        assert!(verify.ends_with("2 table files, 0 damaged\n"), "{verify}");
+        let table = dir.join(
+            std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|n| n.ends_with(".sst"))
+                .min()
+                .unwrap(),
+        );
+        let t = table.to_str().unwrap();
+        let dump = ok(&["sst", "dump", t]);
+        let format = if packed { "packed" } else { "block-based" };
+        assert!(dump.contains(&format!("{format} table")), "{dump}");
+        assert!(dump.contains(" 0 with a bad checksum"), "{dump}");
+        if packed {
+            assert!(dump.contains("key index"), "{dump}");
+        } else {
+            assert!(
+                dump.contains("data ") && dump.contains("properties"),
+                "{dump}"
+            );
+        }
+        let scan = ok(&["sst", "scan", t]);
+        assert_eq!(scan.lines().count(), 100, "{scan}");
+        assert!(scan.starts_with("k000 @ 1 value => v000\n"), "{scan}");
+        assert!(ok(&["sst", "props", t]).contains("num_entries: 100"));
+        assert_eq!(ok(&["sst", "verify", t]), "ok: 100 entries\n");
+        ok(&["--db", db, "compact"]);
+        assert!(ok(&["--db", db, "verify"]).ends_with("1 table files, 0 damaged\n"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn damage_is_found_with_the_file_named() {
+    for packed in [false, true] {
+        let dir = temp(&format!("damage-{packed}"));
+        build(&dir, packed);
+        let db = dir.to_str().unwrap();
+        let levels = ok(&["--db", db, "levels"]);
+        let name = levels
+            .lines()
+            .find(|l| l.contains("100 entries"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap()
+            .trim_start_matches('/')
+            .to_string();
+        let path = dir.join(&name);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[10] ^= 0x20;
+        std::fs::write(&path, &bytes).unwrap();
+        let (code, out, _) = status(&["--db", db, "verify"]);
+        assert_eq!(code, 1, "{out}");
+        assert!(out.contains("DAMAGED") && out.contains(&name), "{out}");
+        assert!(out.ends_with("1 damaged\n"), "{out}");
+        let (code, out, _) = status(&["sst", "verify", path.to_str().unwrap()]);
+        assert_eq!(code, 1);
+        assert!(out.starts_with("DAMAGED: Corruption"), "{out}");
+        let (code, out, _) = status(&["sst", "dump", path.to_str().unwrap()]);
+        assert_eq!(code, 1, "{out}");
+        assert!(out.contains("BAD"), "{out}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn bad_input_gets_clear_messages_and_exit_statuses() {
+    let dir = temp("bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_str().unwrap();
+    // Not a database (and not created without --create).
+    let (code, _, err) = status(&["--db", d, "get", "a"]);
+    assert_eq!(code, 3);
+    assert!(err.contains("holds no database"), "{err}");
+    // No --db.
+    let (code, _, err) = status(&["get", "a"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--db"), "{err}");
+    // Bad hex.
+    ok(&["--db", d, "--create", "put", "a", "b"]);
+    let (code, _, err) = status(&["--db", d, "--hex", "get", "zz"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a hex digit"), "{err}");
+    // A database held by another process (here: this one).
+    let db = DB::open(&Options::default(), &dir).unwrap();
+    let (code, _, err) = status(&["--db", d, "get", "a"]);
+    assert_eq!(code, 3);
+    assert!(err.to_lowercase().contains("lock"), "{err}");
+    drop(db);
+    assert_eq!(ok(&["--db", d, "get", "a"]), "b\n");
+    // A malformed dump line.
+    let file = dir.join("bad.txt");
+    std::fs::write(&file, "6b31 7631\nnot hex\n").unwrap();
+    let (code, _, err) = status(&["--db", d, "load", file.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("line 2"), "{err}");
+    // Unknown subcommand: clap's usage error.
+    assert_eq!(status(&["--db", d, "frobnicate"]).0, 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
