@@ -10,7 +10,7 @@ use strata::key::{parse_internal_key, ValueKind};
 use strata::{BytewiseComparator, Comparator, IteratorMode, Options, ReadOptions, WriteBatch, DB};
 
 use crate::codec::{hex_decode, hex_encode, Codec};
-use crate::{Cli, Command, Outcome, ScanArgs, SstCommand};
+use crate::{Cli, Command, Outcome, ScanArgs, SstCommand, WalCommand};
 
 /// Why a command failed.
 #[derive(Debug)]
@@ -158,6 +158,69 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             let from = from.as_deref().map(|k| arg(codec, k)).transpose()?;
             let to = to.as_deref().map(|k| arg(codec, k)).transpose()?;
             db.compact_range(from, to)?;
+            Outcome::Done
+        }
+        Command::Manifest => {
+            let Some(dir) = &cli.db else {
+                return usage("manifest needs --db PATH");
+            };
+            let fs = PosixFileSystem::new();
+            let path = strata::dump::current_manifest(&fs, dir)?;
+            writeln!(out, "{}", path.display())?;
+            for r in strata::dump::manifest_records(&fs, &path)? {
+                write!(out, "@{}:", r.offset)?;
+                if let Some(c) = &r.comparator {
+                    write!(out, " comparator={c}")?;
+                }
+                if let Some(n) = r.log_number {
+                    write!(out, " log_number={n}")?;
+                }
+                if let Some(n) = r.next_file_number {
+                    write!(out, " next_file_number={n}")?;
+                }
+                if let Some(n) = r.last_sequence {
+                    write!(out, " last_sequence={n}")?;
+                }
+                writeln!(out)?;
+                for (level, number) in &r.deleted {
+                    writeln!(out, "  delete L{level} #{number}")?;
+                }
+                for f in &r.added {
+                    write!(out, "  add L{} #{} {} bytes [", f.level, f.number, f.size)?;
+                    out.write_all(&codec.encode(&f.smallest.0))?;
+                    write!(out, " @{} .. ", f.smallest.1)?;
+                    out.write_all(&codec.encode(&f.largest.0))?;
+                    writeln!(out, " @{}]", f.largest.1)?;
+                }
+            }
+            Outcome::Done
+        }
+        Command::Wal(WalCommand::Dump { file }) => {
+            let fs = PosixFileSystem::new();
+            for r in strata::dump::wal_records(&fs, file)? {
+                writeln!(
+                    out,
+                    "@{}: sequence {}, {} entries",
+                    r.offset,
+                    r.sequence,
+                    r.entries.len()
+                )?;
+                for e in &r.entries {
+                    match e {
+                        strata::dump::WalEntry::Put(k, v) => {
+                            out.write_all(b"  put ")?;
+                            out.write_all(&codec.encode(k))?;
+                            out.write_all(b" ")?;
+                            out.write_all(&codec.encode(v))?;
+                        }
+                        strata::dump::WalEntry::Delete(k) => {
+                            out.write_all(b"  delete ")?;
+                            out.write_all(&codec.encode(k))?;
+                        }
+                    }
+                    out.write_all(b"\n")?;
+                }
+            }
             Outcome::Done
         }
         Command::Sst(sst) => self::sst(sst, codec, &mut out)?,

@@ -86,9 +86,23 @@ pub enum Command {
         #[arg(long)]
         to: Option<String>,
     },
+    /// Every version edit of the database's manifest (reads only the
+    /// files, so it works on a database another process holds).
+    #[command(after_help = "Example: strata --db /tmp/db manifest")]
+    Manifest,
+    /// Look inside a write-ahead log file (no database needed).
+    #[command(subcommand)]
+    Wal(WalCommand),
     /// Look inside one table file (no database needed).
     #[command(subcommand)]
     Sst(SstCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WalCommand {
+    /// Every record: offset, sequence number, and each put or delete.
+    #[command(after_help = "Example: strata --hex wal dump /tmp/db/000007.log")]
+    Dump { file: PathBuf },
 }
 
 #[derive(Debug, Args)]

@@ -213,3 +213,43 @@ fn bad_input_gets_clear_messages_and_exit_statuses() {
     assert_eq!(status(&["--db", d, "frobnicate"]).0, 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn manifest_and_wal_dumps_list_every_edit_and_write() {
+    let dir = temp("logs");
+    build(&dir, false);
+    let d = dir.to_str().unwrap();
+    // Held by this process: the manifest listing reads files only.
+    let db = DB::open(&Options::default(), &dir).unwrap();
+    let manifest = ok(&["--db", d, "manifest"]);
+    assert!(
+        manifest.lines().next().unwrap().contains("MANIFEST-"),
+        "{manifest}"
+    );
+    assert!(
+        manifest.contains("comparator=leveldb.BytewiseComparator"),
+        "{manifest}"
+    );
+    assert!(
+        manifest.contains("add L0 #") && manifest.contains("[k000 @1 .. k099 @100]"),
+        "{manifest}"
+    );
+    db.put("w1", "one").unwrap();
+    db.delete("k001").unwrap();
+    drop(db);
+    let log = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .max()
+        .unwrap();
+    let wal = ok(&["wal", "dump", log.to_str().unwrap()]);
+    assert!(
+        wal.contains("  put w1 one\n") && wal.contains("  delete k001\n"),
+        "{wal}"
+    );
+    assert!(wal.contains(", 1 entries\n"), "{wal}");
+    let hex = ok(&["--hex", "wal", "dump", log.to_str().unwrap()]);
+    assert!(hex.contains("  put 7731 6f6e65\n"), "{hex}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

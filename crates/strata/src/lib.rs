@@ -34,6 +34,7 @@
 pub mod cache;
 pub(crate) mod compression;
 pub(crate) mod db;
+pub mod dump;
 pub mod env;
 pub(crate) mod error;
 pub mod iter;

@@ -34,6 +34,7 @@ mod version;
 pub use builder::VersionBuilder;
 pub use edit::{NewFile, VersionEdit};
 pub use file_meta::FileMetaData;
+pub(crate) use set::read_current;
 pub use set::{add_live_files, VersionSet};
 pub use version::Version;
 

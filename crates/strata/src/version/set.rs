@@ -358,7 +358,7 @@ fn write_new_manifest(
 }
 
 /// Reads CURRENT: the number of the manifest it names.
-fn read_current(fs: &dyn FileSystem, dir: &Path) -> Result<u64> {
+pub(crate) fn read_current(fs: &dyn FileSystem, dir: &Path) -> Result<u64> {
     let path = current_file_name(dir);
     let name = path.display().to_string();
     let size = match fs.file_size(&path) {

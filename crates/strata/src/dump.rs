@@ -1,0 +1,142 @@
+//! Readable listings of the engine's own logs, for tools (`strata
+//! manifest`, `strata wal dump`): every version edit of a manifest, every
+//! write batch of a write-ahead log. Both only read.
+
+use std::path::{Path, PathBuf};
+
+use crate::db::write_batch::{BatchRecord, WriteBatch};
+use crate::env::FileSystem;
+use crate::error::Result;
+use crate::version::VersionEdit;
+use crate::wal::{LogReader, WalRecoveryMode};
+
+/// A table file a version edit adds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddedFile {
+    /// Level it goes to.
+    pub level: usize,
+    /// File number (`NNNNNN.sst`).
+    pub number: u64,
+    /// Bytes.
+    pub size: u64,
+    /// Smallest user key and its sequence number.
+    pub smallest: (Vec<u8>, u64),
+    /// Largest user key and its sequence number.
+    pub largest: (Vec<u8>, u64),
+}
+
+/// One version edit of a manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ManifestRecord {
+    /// Offset of the record in the manifest.
+    pub offset: u64,
+    /// The comparator's name, when the edit records it.
+    pub comparator: Option<String>,
+    /// The oldest log still needed.
+    pub log_number: Option<u64>,
+    /// The next file number.
+    pub next_file_number: Option<u64>,
+    /// The last sequence number.
+    pub last_sequence: Option<u64>,
+    /// (level, file number) of every file removed.
+    pub deleted: Vec<(usize, u64)>,
+    /// Every file added.
+    pub added: Vec<AddedFile>,
+}
+
+/// The manifest the `CURRENT` file of database `dir` names.
+pub fn current_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<PathBuf> {
+    let number = crate::version::read_current(fs, dir)?;
+    Ok(crate::db::filename::manifest_file_name(dir, number))
+}
+
+/// Every version edit in the manifest at `path`. A torn last record (what a
+/// crash leaves) ends the list; damage elsewhere is `Corruption`.
+pub fn manifest_records(fs: &dyn FileSystem, path: &Path) -> Result<Vec<ManifestRecord>> {
+    let name = path.display().to_string();
+    let mut reader = LogReader::new(
+        fs.open_sequential(path)?,
+        name.clone(),
+        WalRecoveryMode::TolerateCorruptedTailRecords,
+    );
+    let mut record = Vec::new();
+    let mut out = Vec::new();
+    while reader.read_record(&mut record)? {
+        let offset = reader.last_record_offset();
+        let edit = VersionEdit::decode(&record, &name, offset)?;
+        out.push(ManifestRecord {
+            offset,
+            comparator: edit.comparator_name().map(str::to_string),
+            log_number: edit.log_number(),
+            next_file_number: edit.next_file_number(),
+            last_sequence: edit.last_sequence(),
+            deleted: edit.deleted_files().iter().copied().collect(),
+            added: edit
+                .new_files()
+                .iter()
+                .map(|(level, f)| AddedFile {
+                    level: *level,
+                    number: f.number,
+                    size: f.file_size,
+                    smallest: (f.smallest.user_key().to_vec(), f.smallest_seqno),
+                    largest: (f.largest.user_key().to_vec(), f.largest_seqno),
+                })
+                .collect(),
+        });
+    }
+    Ok(out)
+}
+
+/// One operation of a logged write batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WalEntry {
+    /// Set a key to a value.
+    Put(Vec<u8>, Vec<u8>),
+    /// Remove a key.
+    Delete(Vec<u8>),
+}
+
+/// One record (write batch) of a write-ahead log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalRecord {
+    /// Offset of the record in the log.
+    pub offset: u64,
+    /// Sequence number of the batch's first entry.
+    pub sequence: u64,
+    /// The batch's operations, in order.
+    pub entries: Vec<WalEntry>,
+}
+
+/// Every record of the write-ahead log at `path`. A torn last record ends
+/// the list; damage elsewhere is `Corruption`.
+pub fn wal_records(fs: &dyn FileSystem, path: &Path) -> Result<Vec<WalRecord>> {
+    let name = path.display().to_string();
+    let mut reader = LogReader::new(
+        fs.open_sequential(path)?,
+        name.clone(),
+        WalRecoveryMode::TolerateCorruptedTailRecords,
+    );
+    let mut record = Vec::new();
+    let mut out = Vec::new();
+    while reader.read_record(&mut record)? {
+        let offset = reader.last_record_offset();
+        let batch = WriteBatch::from_record(&record, &name, offset)?;
+        let mut entries = Vec::with_capacity(batch.len());
+        for r in batch.iter() {
+            // from_record validated every record.
+            match r {
+                Ok(BatchRecord::Put(k, v)) => entries.push(WalEntry::Put(k.to_vec(), v.to_vec())),
+                Ok(BatchRecord::Delete(k)) => entries.push(WalEntry::Delete(k.to_vec())),
+                Err(what) => {
+                    return Err(crate::Error::corruption(&*name, offset, what.to_string()));
+                }
+            }
+        }
+        out.push(WalRecord {
+            offset,
+            sequence: batch.sequence(),
+            entries,
+        });
+    }
+    Ok(out)
+}
