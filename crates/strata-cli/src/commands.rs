@@ -56,6 +56,15 @@ fn open_db(cli: &Cli) -> Result<DB> {
     Ok(DB::open(&opts, path)?)
 }
 
+/// Opens for reading only: no lock, nothing written, so a database that
+/// another process holds can be read (as it was at this moment).
+fn open_db_read_only(cli: &Cli) -> Result<DB> {
+    let Some(path) = &cli.db else {
+        return usage("this command needs --db PATH");
+    };
+    Ok(DB::open_for_read_only(&Options::default(), path, false)?)
+}
+
 fn arg(codec: Codec, s: &str) -> Result<Vec<u8>> {
     codec.decode(s).map_err(Failure::Usage)
 }
@@ -67,7 +76,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     let mut out = BufWriter::new(stdout.lock());
     let outcome = match &cli.command {
         Command::Get { key } => {
-            let db = open_db(cli)?;
+            let db = open_db_read_only(cli)?;
             match db.get(arg(codec, key)?)? {
                 Some(v) => {
                     out.write_all(&codec.encode(&v))?;
@@ -91,12 +100,12 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             Outcome::Done
         }
         Command::Scan(a) => {
-            let db = open_db(cli)?;
+            let db = open_db_read_only(cli)?;
             scan(&db, a, codec, &mut out)?;
             Outcome::Done
         }
         Command::Dump { file } => {
-            let db = open_db(cli)?;
+            let db = open_db_read_only(cli)?;
             let mut sink: Box<dyn Write> = if file == "-" {
                 Box::new(&mut out)
             } else {
@@ -120,12 +129,12 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             Outcome::Done
         }
         Command::Levels => {
-            let db = open_db(cli)?;
+            let db = open_db_read_only(cli)?;
             levels(&db, codec, &mut out)?;
             Outcome::Done
         }
         Command::Stats => {
-            let db = open_db(cli)?;
+            let db = open_db_read_only(cli)?;
             let stats = db.property_value("rocksdb.stats")?.unwrap_or_default();
             out.write_all(stats.as_bytes())?;
             if !stats.ends_with('\n') {
@@ -134,7 +143,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             Outcome::Done
         }
         Command::Verify => {
-            let db = open_db(cli)?;
+            let db = open_db_read_only(cli)?;
             let checks = db.verify_table_files();
             let mut damaged = 0;
             for c in &checks {

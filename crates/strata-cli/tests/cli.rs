@@ -196,9 +196,13 @@ fn bad_input_gets_clear_messages_and_exit_statuses() {
     let (code, _, err) = status(&["--db", d, "--hex", "get", "zz"]);
     assert_eq!(code, 2);
     assert!(err.contains("not a hex digit"), "{err}");
-    // A database held by another process (here: this one).
+    // A database held by another process (here: this one): reads open it
+    // read-only and work; writes need the lock and say so.
     let db = DB::open(&Options::default(), &dir).unwrap();
-    let (code, _, err) = status(&["--db", d, "get", "a"]);
+    db.put("held", "yes").unwrap();
+    assert_eq!(ok(&["--db", d, "get", "held"]), "yes\n");
+    assert!(ok(&["--db", d, "verify"]).contains("0 damaged"));
+    let (code, _, err) = status(&["--db", d, "put", "a", "c"]);
     assert_eq!(code, 3);
     assert!(err.to_lowercase().contains("lock"), "{err}");
     drop(db);

@@ -116,7 +116,11 @@ pub(crate) struct DbInner {
     pub(crate) bg_work: Condvar,
     pub(crate) shutting_down: AtomicBool,
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
-    pub(crate) _lock: Box<dyn FileLock>,
+    /// The directory lock; `None` in a read-only open, which takes none.
+    pub(crate) _lock: Option<Box<dyn FileLock>>,
+    /// Opened with `DB::open_for_read_only`: no write, flush, compaction
+    /// or file deletion ever happens.
+    pub(crate) read_only: bool,
 }
 
 impl DbInner {
@@ -168,7 +172,9 @@ impl DbInner {
     /// looks unreferenced in memory may be named by the manifest the next
     /// open replays. Such files wait for that open to sort them out.
     pub(crate) fn delete_obsolete_files(&self, st: &mut DbState) {
-        if st.bg_error.is_some() || st.versions.manifest_failed() {
+        // A read-only open sees another process's files: none is its to
+        // delete.
+        if self.read_only || st.bg_error.is_some() || st.versions.manifest_failed() {
             return;
         }
         let live = Self::live_file_numbers(st);

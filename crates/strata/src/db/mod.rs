@@ -84,6 +84,26 @@ impl DB {
         Ok(DB { inner, path })
     }
 
+    /// Opens the database at `path` for reading only, as
+    /// `rocksdb::DB::open_for_read_only`: no lock is taken and nothing is
+    /// written, so another process may hold the database open meanwhile.
+    /// The logs the manifest does not cover are replayed into memory
+    /// (with `error_if_log_file_exist`, a log holding any write is an
+    /// error instead). Writes, `flush` and `compact_range` return
+    /// [`Error::NotSupported`]; no background work runs and no file is
+    /// deleted. The view is the database as it was at open: later writes
+    /// of another process are not seen, and a table it deletes
+    /// meanwhile makes the reads that need it fail.
+    pub fn open_for_read_only<P: AsRef<Path>>(
+        opts: &Options,
+        path: P,
+        error_if_log_file_exist: bool,
+    ) -> Result<DB> {
+        let path = path.as_ref().to_path_buf();
+        let inner = open::open_read_only(opts, &path, error_if_log_file_exist)?;
+        Ok(DB { inner, path })
+    }
+
     /// Opens with default options, creating the database if missing.
     pub fn open_default<P: AsRef<Path>>(path: P) -> Result<DB> {
         let mut opts = Options::default();

@@ -73,6 +73,29 @@ pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
     } else {
         VersionSet::create_new(fs.clone(), dir, icmp.clone())?
     };
+    check_tables(fs.as_ref(), dir, &versions, opts)?;
+    let inner = build(opts, dir, versions, Some(lock), false);
+    inner.recover_logs()?;
+    for _ in 0..opts.max_background_jobs {
+        let db = inner.clone();
+        let handle = std::thread::Builder::new()
+            .name("strata-bg".into())
+            .spawn(move || db.background_loop())
+            .map_err(|e| Error::io("spawning a background thread", e))?;
+        inner.threads.lock().push(handle);
+    }
+    inner.bg_work.notify_all();
+    Ok(inner)
+}
+
+/// Checks that every table the manifest names exists (and, unless told
+/// otherwise, has the size it records).
+fn check_tables(
+    fs: &dyn crate::env::FileSystem,
+    dir: &Path,
+    versions: &VersionSet,
+    opts: &Options,
+) -> Result<()> {
     for f in versions.current().all_files() {
         let path = table_file_name(dir, f.number);
         if !fs.exists(&path) {
@@ -104,6 +127,20 @@ pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
             ));
         }
     }
+    Ok(())
+}
+
+/// The database state over `versions`, before any log is replayed.
+fn build(
+    opts: &Options,
+    dir: &Path,
+    versions: VersionSet,
+    lock: Option<Box<dyn crate::env::FileLock>>,
+    read_only: bool,
+) -> Arc<DbInner> {
+    let fs = opts.fs.clone();
+    let ucmp = opts.comparator.clone();
+    let icmp = InternalKeyComparator::new(ucmp.clone());
     let block_cache = match (&opts.table.cache, opts.table.no_block_cache) {
         (_, true) => None,
         (Some(c), false) => Some(c.inner.clone()),
@@ -122,7 +159,7 @@ pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
     )
     .with_prefix_extractor(opts.prefix_extractor.clone())
     .with_packed_lazy_checksums(opts.packed.as_ref().is_some_and(|p| p.lazy_checksums));
-    let inner = Arc::new(DbInner {
+    Arc::new(DbInner {
         dir: dir.to_owned(),
         opts: opts.clone(),
         fs: fs.clone(),
@@ -156,17 +193,37 @@ pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
         shutting_down: AtomicBool::new(false),
         threads: Mutex::new(Vec::new()),
         _lock: lock,
-    });
-    inner.recover_logs()?;
-    for _ in 0..opts.max_background_jobs {
-        let db = inner.clone();
-        let handle = std::thread::Builder::new()
-            .name("strata-bg".into())
-            .spawn(move || db.background_loop())
-            .map_err(|e| Error::io("spawning a background thread", e))?;
-        inner.threads.lock().push(handle);
+        read_only,
+    })
+}
+
+/// Opens the database in `dir` for reading only: no lock is taken and
+/// nothing is written. The manifest is replayed, and the logs it does not
+/// cover are replayed into memory (with `error_if_log_file_exist`, a
+/// non-empty log is an error instead). Writes, flushes and compactions
+/// return `NotSupported`; no background thread runs; no file is deleted.
+/// The view is the one at open: what another process writes later is not
+/// seen, and tables it deletes meanwhile become unreadable (RocksDB's
+/// read-only open behaves the same).
+pub(crate) fn open_read_only(
+    opts: &Options,
+    dir: &Path,
+    error_if_log_file_exist: bool,
+) -> Result<Arc<DbInner>> {
+    let opts = &opts.sanitized();
+    opts.validate()?;
+    let fs = opts.fs.clone();
+    if !fs.exists(&current_file_name(dir)) {
+        return Err(Error::invalid_argument(format!(
+            "{} holds no database (no CURRENT file)",
+            dir.display()
+        )));
     }
-    inner.bg_work.notify_all();
+    let icmp = InternalKeyComparator::new(opts.comparator.clone());
+    let versions = VersionSet::recover_read_only(fs.clone(), dir, icmp)?;
+    check_tables(fs.as_ref(), dir, &versions, opts)?;
+    let inner = build(opts, dir, versions, None, true);
+    inner.replay_logs_read_only(error_if_log_file_exist)?;
     Ok(inner)
 }
 
@@ -201,6 +258,47 @@ fn refuse_orphaned_data(fs: &dyn crate::env::FileSystem, dir: &Path) -> Result<(
 }
 
 impl DbInner {
+    /// Replays the logs the manifest does not cover into the memtable,
+    /// writing nothing (a read-only open).
+    fn replay_logs_read_only(&self, error_if_log_file_exist: bool) -> Result<()> {
+        let mut st = self.state.lock();
+        let min_log = st.versions.log_number();
+        let mut logs = Vec::new();
+        for name in self.fs.list(&self.dir)? {
+            if let Some((FileType::Log, number)) = parse_file_name(&name) {
+                if number >= min_log {
+                    logs.push(number);
+                }
+            }
+        }
+        logs.sort_unstable();
+        let mut max_seq = st.versions.last_sequence();
+        let mem = st.mem.clone();
+        for &number in &logs {
+            let path = log_file_name(&self.dir, number);
+            let name = path.display().to_string();
+            if error_if_log_file_exist && self.fs.file_size(&path)? > 0 {
+                return Err(Error::invalid_argument(format!(
+                    "{name}: a write-ahead log holds writes not yet in tables, and error_if_log_file_exist is true"
+                )));
+            }
+            let mut reader = LogReader::new(
+                self.fs.open_sequential(&path)?,
+                name.clone(),
+                self.opts.wal_recovery_mode,
+            );
+            let mut record = Vec::new();
+            while reader.read_record(&mut record)? {
+                let batch = WriteBatch::from_record(&record, &name, reader.last_record_offset())?;
+                let first = batch.sequence();
+                insert_into(&mem, &batch, first);
+                max_seq = max_seq.max(first + batch.len() as u64 - 1);
+            }
+        }
+        st.versions.set_last_sequence(max_seq);
+        Ok(())
+    }
+
     /// Replays the logs the manifest does not cover into L0 tables, then
     /// starts a fresh log and records all of it in one manifest edit.
     fn recover_logs(&self) -> Result<()> {

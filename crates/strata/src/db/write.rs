@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::memtable::MemTable;
 use crate::wal::LogWriter;
 
@@ -31,6 +31,12 @@ impl DbInner {
         sync: bool,
         disable_wal: bool,
     ) -> Result<()> {
+        if self.read_only {
+            return Err(Error::NotSupported(format!(
+                "{} is open read-only: writes, flushes and compactions are refused",
+                self.dir.display()
+            )));
+        }
         if let Some(b) = &batch {
             b.validate()?;
             if b.is_empty() {

@@ -46,7 +46,8 @@ pub struct VersionSet {
     fs: Arc<dyn FileSystem>,
     icmp: InternalKeyComparator,
     current: Arc<Version>,
-    manifest: LogWriter,
+    /// `None` in a read-only open: no edit can be recorded.
+    manifest: Option<LogWriter>,
     manifest_file_number: u64,
     /// A write or sync of the manifest failed, so its tail is unknown: the
     /// next edit goes to a new manifest.
@@ -96,7 +97,7 @@ impl VersionSet {
             fs,
             icmp,
             current: Arc::new(Version::empty()),
-            manifest,
+            manifest: Some(manifest),
             manifest_file_number,
             manifest_failed: false,
             manifest_roll_bytes: MANIFEST_ROLL_BYTES,
@@ -140,11 +141,35 @@ impl VersionSet {
             fs,
             icmp,
             current: Arc::new(replayed.version),
-            manifest,
+            manifest: Some(manifest),
             manifest_file_number,
             manifest_failed: false,
             manifest_roll_bytes: MANIFEST_ROLL_BYTES,
             next_file_number,
+            last_sequence: replayed.last_sequence,
+            log_number: replayed.log_number,
+        })
+    }
+
+    /// Replays the manifest CURRENT names, writing nothing: the set of a
+    /// read-only open, which can record no edit.
+    pub fn recover_read_only(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        icmp: InternalKeyComparator,
+    ) -> Result<VersionSet> {
+        let manifest_file_number = read_current(fs.as_ref(), dir)?;
+        let replayed = replay(fs.as_ref(), dir, manifest_file_number, &icmp)?;
+        Ok(VersionSet {
+            dir: dir.to_owned(),
+            fs,
+            icmp,
+            current: Arc::new(replayed.version),
+            manifest: None,
+            manifest_file_number,
+            manifest_failed: false,
+            manifest_roll_bytes: MANIFEST_ROLL_BYTES,
+            next_file_number: replayed.next_file_number,
             last_sequence: replayed.last_sequence,
             log_number: replayed.log_number,
         })
@@ -175,7 +200,12 @@ impl VersionSet {
             ),
             None => edit.set_log_number(self.log_number),
         }
-        let roll = self.manifest_failed || self.manifest.file_size() >= self.manifest_roll_bytes;
+        let Some(manifest_size) = self.manifest.as_ref().map(|m| m.file_size()) else {
+            return Err(Error::NotSupported(
+                "the database is open read-only: no version edit can be recorded".into(),
+            ));
+        };
+        let roll = self.manifest_failed || manifest_size >= self.manifest_roll_bytes;
         let new_manifest = roll.then(|| self.new_file_number());
         edit.set_next_file_number(self.next_file_number);
         edit.set_last_sequence(self.last_sequence);
@@ -190,11 +220,7 @@ impl VersionSet {
         let manifest_number = new_manifest.unwrap_or(self.manifest_file_number);
         let manifest_name = manifest_file_name(&self.dir, manifest_number);
         let mut builder = VersionBuilder::new(self.icmp.clone(), &self.current);
-        builder.apply(
-            edit,
-            &manifest_name.display().to_string(),
-            self.manifest.file_size(),
-        )?;
+        builder.apply(edit, &manifest_name.display().to_string(), manifest_size)?;
         let version = builder.build();
 
         let written = match new_manifest {
@@ -213,8 +239,9 @@ impl VersionSet {
     fn append_to_manifest(&mut self, edit: &VersionEdit) -> Result<()> {
         let mut record = Vec::new();
         edit.encode(&mut record);
-        self.manifest.add_record(&record)?;
-        self.manifest.sync()
+        let manifest = self.manifest.as_mut().expect("checked by log_and_apply");
+        manifest.add_record(&record)?;
+        manifest.sync()
     }
 
     /// Writes a snapshot of the current state and then `edit` to manifest
@@ -228,7 +255,7 @@ impl VersionSet {
             self.last_sequence,
         );
         let writer = write_new_manifest(self.fs.as_ref(), &self.dir, number, &[&snapshot, edit])?;
-        self.manifest = writer;
+        self.manifest = Some(writer);
         self.manifest_file_number = number;
         self.manifest_failed = false;
         Ok(())
