@@ -220,6 +220,10 @@ define_flags! {
     table_format: String = "block".into();
     /// With --table_format=packed: the first level written packed (ours).
     packed_from_level: i32 = 0;
+    /// Strata only: the database options come from this TOML file
+    /// (`Options::from_file`) instead of the option flags, as db_bench's
+    /// --options_file replaces its flags with a RocksDB OPTIONS file.
+    options_file: String = String::new();
     /// Versions of each row in fillmvcc and mvccscan (W5; ours).
     versions_per_key: i64 = 1;
     /// How mvccscan goes from row to row: next, next_prefix, prev_prefix or seek_successor (W5; ours).

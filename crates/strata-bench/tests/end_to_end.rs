@@ -581,3 +581,59 @@ fn sequential_runs_with_key_offsets_fill_one_database() {
         "{skipped}"
     );
 }
+
+#[test]
+fn options_file_replaces_the_option_flags_and_bad_ones_are_usage_errors() {
+    let dir = std::env::temp_dir().join(format!("strata-bench-options-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("opts.toml");
+    std::fs::write(
+        &file,
+        "write_buffer_size = 131072\n[packed_table_factory]\nfrom_level = 0\n",
+    )
+    .unwrap();
+    let db = dir.join("db");
+    let out = run(&args(&[
+        "--benchmarks=fillseq,flush,readrandom",
+        "--num=2000",
+        "--seed=1",
+        &format!("--options_file={}", file.display()),
+        &format!("--db={}", db.display()),
+        "--keep_db=1",
+    ]));
+    assert!(
+        result_line(&out, "readrandom").contains("(2000 of 2000 found)"),
+        "{out}"
+    );
+    // The database ran with the file's options: its OPTIONS says so, and
+    // its tables are packed.
+    let written = std::fs::read_to_string(db.join("OPTIONS")).unwrap();
+    assert!(written.contains("write_buffer_size = 131072"), "{written}");
+    assert!(written.contains("[packed_table_factory]"), "{written}");
+    let tables: Vec<_> = std::fs::read_dir(&db)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
+        .collect();
+    assert!(!tables.is_empty());
+    assert!(tables
+        .iter()
+        .all(|t| std::fs::read(t).unwrap().ends_with(b"STRATAP1")));
+    std::fs::write(&file, "write_buffer_sise = 1\n").unwrap();
+    let mut sink = Vec::new();
+    let err = strata_bench::run(
+        &args(&[
+            "--benchmarks=fillseq",
+            "--num=10",
+            &format!("--options_file={}", file.display()),
+        ]),
+        &mut sink,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("write_buffer_sise: unknown key"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -45,15 +45,29 @@ fn usage<T>(msg: impl Into<String>) -> Result<T> {
     Err(Failure::Usage(msg.into()))
 }
 
+/// The options to open `dir` with: `--options-file`, else the database's
+/// own OPTIONS file, else the defaults; never creating unless `--create`
+/// (a mistyped path is an error, not a new database).
+fn db_options(cli: &Cli, dir: &Path) -> Result<Options> {
+    let own = dir.join("OPTIONS");
+    let file = cli
+        .options_file
+        .clone()
+        .or_else(|| own.exists().then_some(own));
+    let mut opts = match file {
+        Some(f) => Options::from_file(&f)?,
+        None => Options::default(),
+    };
+    opts.create_if_missing(cli.create);
+    opts.set_error_if_exists(false);
+    Ok(opts)
+}
+
 fn open_db(cli: &Cli) -> Result<DB> {
     let Some(path) = &cli.db else {
         return usage("this command needs --db PATH");
     };
-    // Never create unless asked: a mistyped path is an error, not a new
-    // database.
-    let mut opts = Options::default();
-    opts.create_if_missing(cli.create);
-    Ok(DB::open(&opts, path)?)
+    Ok(DB::open(&db_options(cli, path)?, path)?)
 }
 
 /// Opens for reading only: no lock, nothing written, so a database that
@@ -62,7 +76,11 @@ fn open_db_read_only(cli: &Cli) -> Result<DB> {
     let Some(path) = &cli.db else {
         return usage("this command needs --db PATH");
     };
-    Ok(DB::open_for_read_only(&Options::default(), path, false)?)
+    Ok(DB::open_for_read_only(
+        &db_options(cli, path)?,
+        path,
+        false,
+    )?)
 }
 
 fn arg(codec: Codec, s: &str) -> Result<Vec<u8>> {

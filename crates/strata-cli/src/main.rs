@@ -43,6 +43,11 @@ pub struct Cli {
     /// holds no database is an error).
     #[arg(long, global = true)]
     create: bool,
+    /// Open with the options in this TOML file (keys: the rocksdb crate's
+    /// setter names without `set_`). Default: the database's own OPTIONS
+    /// file, written at its last open, if it has one.
+    #[arg(long, global = true, value_name = "FILE")]
+    options_file: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }

@@ -257,3 +257,39 @@ fn manifest_and_wal_dumps_list_every_edit_and_write() {
     assert!(hex.contains("  put 7731 6f6e65\n"), "{hex}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn options_come_from_the_database_or_a_file() {
+    // A database ordered in reverse: opened with default options it would
+    // be refused (comparator mismatch); its OPTIONS file says how.
+    let dir = temp("options");
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.set_comparator_object(std::sync::Arc::new(strata::ReverseBytewiseComparator));
+    let db = DB::open(&opts, &dir).unwrap();
+    for k in ["a", "b", "c"] {
+        db.put(k, k).unwrap();
+    }
+    drop(db);
+    let text = std::fs::read_to_string(dir.join("OPTIONS")).unwrap();
+    assert!(
+        text.contains("comparator = \"rocksdb.ReverseBytewiseComparator\""),
+        "{text}"
+    );
+    let d = dir.to_str().unwrap();
+    assert_eq!(ok(&["--db", d, "scan"]), "c c\nb b\na a\n");
+    // An explicit file wins: the default comparator is refused by the
+    // database, with both names.
+    let file = dir.with_extension("toml");
+    std::fs::write(&file, "write_buffer_size = 1048576\n").unwrap();
+    let (code, _, err) = status(&["--db", d, "--options-file", file.to_str().unwrap(), "scan"]);
+    assert_eq!(code, 3);
+    assert!(err.contains("ReverseBytewise"), "{err}");
+    // A malformed file names the key.
+    std::fs::write(&file, "write_buffer_sise = 1\n").unwrap();
+    let (code, _, err) = status(&["--db", d, "--options-file", file.to_str().unwrap(), "scan"]);
+    assert_eq!(code, 3);
+    assert!(err.contains("write_buffer_sise: unknown key"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&file);
+}

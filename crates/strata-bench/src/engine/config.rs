@@ -182,6 +182,8 @@ pub struct EngineConfig {
     pub packed_from_level: i32,
     /// `--key_size`: RocksDB's PlainTable is told the fixed key length.
     pub key_size: usize,
+    /// `--options_file` (Strata only; empty: none).
+    pub options_file: String,
 }
 
 fn positive<T: TryFrom<i64>>(name: &str, v: i64) -> Result<T> {
@@ -250,6 +252,7 @@ impl EngineConfig {
                 )));
             },
             key_size: positive("key_size", i64::from(f.key_size))?,
+            options_file: f.options_file.clone(),
         })
     }
 

@@ -264,6 +264,12 @@ pub fn check(name: &str, cfg: &EngineConfig) -> Result<()> {
                 .into(),
         )),
         #[cfg(feature = "rocksdb")]
+        "rocksdb" if !cfg.options_file.is_empty() => Err(Error::Usage(
+            "--options_file is Strata's TOML options file; the harness does not read RocksDB \
+             OPTIONS files"
+                .into(),
+        )),
+        #[cfg(feature = "rocksdb")]
         "rocksdb" if cfg.table_format == config::TableFormat::Packed => Err(Error::Usage(
             "--table_format=packed is Strata's packed table; RocksDB's in-memory format is \
              --table_format=plain"

@@ -33,6 +33,14 @@ pub fn check(cfg: &EngineConfig) -> Result<()> {
             "Strata has no perf context to count into",
         );
     }
+    if !cfg.options_file.is_empty() {
+        if let Err(e) = Options::from_file(&cfg.options_file) {
+            return Err(Error::Usage(format!(
+                "--options_file={}: {e}",
+                cfg.options_file
+            )));
+        }
+    }
     if cfg.table_format == TableFormat::Plain {
         return refuse(
             "table_format=plain",
@@ -53,6 +61,15 @@ pub fn version_line() -> String {
 }
 
 fn options(cfg: &EngineConfig, create: bool) -> Options {
+    if !cfg.options_file.is_empty() {
+        // `check` read it once already: a failure now is a file changed
+        // under the run.
+        let mut o = Options::from_file(&cfg.options_file)
+            .unwrap_or_else(|e| panic!("--options_file={}: {e}", cfg.options_file));
+        o.create_if_missing(create);
+        o.set_error_if_exists(create);
+        return o;
+    }
     let mut o = Options::default();
     o.create_if_missing(create);
     o.set_error_if_exists(create);

@@ -38,6 +38,8 @@ pub enum FileType {
     Temp,
     /// The info log: `LOG` or `LOG.old`.
     InfoLog,
+    /// The options the database was last opened with: `OPTIONS`.
+    Options,
 }
 
 const LOG_SUFFIX: &str = ".log";
@@ -48,6 +50,9 @@ const CURRENT_NAME: &str = "CURRENT";
 const LOCK_NAME: &str = "LOCK";
 const INFO_LOG_NAME: &str = "LOG";
 const OLD_INFO_LOG_NAME: &str = "LOG.old";
+const OPTIONS_NAME: &str = "OPTIONS";
+/// `OPTIONS` is written through this temporary name.
+const OPTIONS_TEMP_NAME: &str = "OPTIONS.dbtmp";
 
 fn numbered(dir: &Path, number: u64, suffix: &str) -> PathBuf {
     dir.join(format!("{number:06}{suffix}"))
@@ -76,6 +81,11 @@ pub fn table_file_name(dir: &Path, number: u64) -> PathBuf {
 /// `dir/MANIFEST-NNNNNN`.
 pub fn manifest_file_name(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{MANIFEST_PREFIX}{number:06}"))
+}
+
+/// `dir/OPTIONS`.
+pub fn options_file_name(dir: &Path) -> PathBuf {
+    dir.join(OPTIONS_NAME)
 }
 
 /// `dir/CURRENT`.
@@ -122,6 +132,8 @@ pub fn parse_file_name(name: &str) -> Option<(FileType, u64)> {
         CURRENT_NAME => return Some((FileType::Current, 0)),
         LOCK_NAME => return Some((FileType::Lock, 0)),
         INFO_LOG_NAME | OLD_INFO_LOG_NAME => return Some((FileType::InfoLog, 0)),
+        OPTIONS_NAME => return Some((FileType::Options, 0)),
+        OPTIONS_TEMP_NAME => return Some((FileType::Temp, 0)),
         _ => {}
     }
     if let Some(digits) = name.strip_prefix(MANIFEST_PREFIX) {

@@ -192,7 +192,7 @@ impl DbInner {
                 FileType::Manifest => number >= manifest,
                 FileType::Table => live.contains(&number),
                 FileType::Temp => live.contains(&number),
-                FileType::Current | FileType::Lock | FileType::InfoLog => true,
+                FileType::Current | FileType::Lock | FileType::InfoLog | FileType::Options => true,
             };
             if !keep {
                 if kind == FileType::Table {

@@ -14,6 +14,7 @@ mod live_files;
 mod multi_get;
 mod open;
 pub mod options;
+mod options_file;
 mod read;
 mod sst_partitioner;
 mod table_cache;
@@ -544,7 +545,10 @@ fn refuse_non_database(fs: &dyn crate::env::FileSystem, dir: &Path) -> Result<()
         .filter(|n| {
             !matches!(
                 filename::parse_file_name(n),
-                Some((FileType::Lock | FileType::Manifest | FileType::Temp, _))
+                Some((
+                    FileType::Lock | FileType::Manifest | FileType::Temp | FileType::Options,
+                    _
+                ))
             )
         })
         .collect();

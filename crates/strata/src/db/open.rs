@@ -76,6 +76,13 @@ pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
     check_tables(fs.as_ref(), dir, &versions, opts)?;
     let inner = build(opts, dir, versions, Some(lock), false);
     inner.recover_logs()?;
+    // What the database runs with, for tools and people (RocksDB's OPTIONS
+    // file); written through a temporary file and a rename.
+    crate::env::write_file_atomic(
+        fs.as_ref(),
+        &super::filename::options_file_name(dir),
+        opts.to_toml().as_bytes(),
+    )?;
     for _ in 0..opts.max_background_jobs {
         let db = inner.clone();
         let handle = std::thread::Builder::new()
