@@ -44,6 +44,18 @@ pub struct ManifestRecord {
     pub added: Vec<AddedFile>,
 }
 
+/// A reader of the log-format file at `path` (a manifest or a write-ahead
+/// log), tolerating a torn tail as recovery does, and its name.
+fn open_log(fs: &dyn FileSystem, path: &Path) -> Result<(LogReader, String)> {
+    let name = path.display().to_string();
+    let reader = LogReader::new(
+        fs.open_sequential(path)?,
+        name.clone(),
+        WalRecoveryMode::TolerateCorruptedTailRecords,
+    );
+    Ok((reader, name))
+}
+
 /// The manifest the `CURRENT` file of database `dir` names.
 pub fn current_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<PathBuf> {
     let number = crate::version::read_current(fs, dir)?;
@@ -53,12 +65,7 @@ pub fn current_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<PathBuf> {
 /// Every version edit in the manifest at `path`. A torn last record (what a
 /// crash leaves) ends the list; damage elsewhere is `Corruption`.
 pub fn manifest_records(fs: &dyn FileSystem, path: &Path) -> Result<Vec<ManifestRecord>> {
-    let name = path.display().to_string();
-    let mut reader = LogReader::new(
-        fs.open_sequential(path)?,
-        name.clone(),
-        WalRecoveryMode::TolerateCorruptedTailRecords,
-    );
+    let (mut reader, name) = open_log(fs, path)?;
     let mut record = Vec::new();
     let mut out = Vec::new();
     while reader.read_record(&mut record)? {
@@ -110,12 +117,7 @@ pub struct WalRecord {
 /// Every record of the write-ahead log at `path`. A torn last record ends
 /// the list; damage elsewhere is `Corruption`.
 pub fn wal_records(fs: &dyn FileSystem, path: &Path) -> Result<Vec<WalRecord>> {
-    let name = path.display().to_string();
-    let mut reader = LogReader::new(
-        fs.open_sequential(path)?,
-        name.clone(),
-        WalRecoveryMode::TolerateCorruptedTailRecords,
-    );
+    let (mut reader, name) = open_log(fs, path)?;
     let mut record = Vec::new();
     let mut out = Vec::new();
     while reader.read_record(&mut record)? {

@@ -265,42 +265,69 @@ fn refuse_orphaned_data(fs: &dyn crate::env::FileSystem, dir: &Path) -> Result<(
 }
 
 impl DbInner {
-    /// Replays the logs the manifest does not cover into the memtable,
-    /// writing nothing (a read-only open).
-    fn replay_logs_read_only(&self, error_if_log_file_exist: bool) -> Result<()> {
-        let mut st = self.state.lock();
+    /// The logs the manifest does not cover, oldest first. With
+    /// `mark_used`, every file number in the directory is marked used, so
+    /// none is handed out again.
+    fn logs_to_replay(&self, st: &mut DbState, mark_used: bool) -> Result<Vec<u64>> {
         let min_log = st.versions.log_number();
         let mut logs = Vec::new();
         for name in self.fs.list(&self.dir)? {
-            if let Some((FileType::Log, number)) = parse_file_name(&name) {
-                if number >= min_log {
+            if let Some((kind, number)) = parse_file_name(&name) {
+                if mark_used {
+                    st.versions.mark_file_number_used(number);
+                }
+                if kind == FileType::Log && number >= min_log {
                     logs.push(number);
                 }
             }
         }
         logs.sort_unstable();
+        Ok(logs)
+    }
+
+    /// Inserts every batch of log `number` into `mem`, raising `max_seq`
+    /// to the last sequence number applied; `after` runs after each batch.
+    fn replay_log(
+        &self,
+        number: u64,
+        mem: &mut Arc<MemTable>,
+        max_seq: &mut u64,
+        mut after: impl FnMut(&mut Arc<MemTable>) -> Result<()>,
+    ) -> Result<()> {
+        let path = log_file_name(&self.dir, number);
+        let name = path.display().to_string();
+        let mut reader = LogReader::new(
+            self.fs.open_sequential(&path)?,
+            name.clone(),
+            self.opts.wal_recovery_mode,
+        );
+        let mut record = Vec::new();
+        while reader.read_record(&mut record)? {
+            let batch = WriteBatch::from_record(&record, &name, reader.last_record_offset())?;
+            let first = batch.sequence();
+            insert_into(mem, &batch, first);
+            *max_seq = (*max_seq).max(first + batch.len() as u64 - 1);
+            after(mem)?;
+        }
+        Ok(())
+    }
+
+    /// Replays the logs the manifest does not cover into the memtable,
+    /// writing nothing (a read-only open).
+    fn replay_logs_read_only(&self, error_if_log_file_exist: bool) -> Result<()> {
+        let mut st = self.state.lock();
+        let logs = self.logs_to_replay(&mut st, false)?;
         let mut max_seq = st.versions.last_sequence();
-        let mem = st.mem.clone();
+        let mut mem = st.mem.clone();
         for &number in &logs {
             let path = log_file_name(&self.dir, number);
-            let name = path.display().to_string();
             if error_if_log_file_exist && self.fs.file_size(&path)? > 0 {
                 return Err(Error::invalid_argument(format!(
-                    "{name}: a write-ahead log holds writes not yet in tables, and error_if_log_file_exist is true"
+                    "{}: a write-ahead log holds writes not yet in tables, and error_if_log_file_exist is true",
+                    path.display()
                 )));
             }
-            let mut reader = LogReader::new(
-                self.fs.open_sequential(&path)?,
-                name.clone(),
-                self.opts.wal_recovery_mode,
-            );
-            let mut record = Vec::new();
-            while reader.read_record(&mut record)? {
-                let batch = WriteBatch::from_record(&record, &name, reader.last_record_offset())?;
-                let first = batch.sequence();
-                insert_into(&mem, &batch, first);
-                max_seq = max_seq.max(first + batch.len() as u64 - 1);
-            }
+            self.replay_log(number, &mut mem, &mut max_seq, |_| Ok(()))?;
         }
         st.versions.set_last_sequence(max_seq);
         Ok(())
@@ -310,39 +337,18 @@ impl DbInner {
     /// starts a fresh log and records all of it in one manifest edit.
     fn recover_logs(&self) -> Result<()> {
         let mut st = self.state.lock();
-        let min_log = st.versions.log_number();
-        let mut logs = Vec::new();
-        for name in self.fs.list(&self.dir)? {
-            if let Some((kind, number)) = parse_file_name(&name) {
-                st.versions.mark_file_number_used(number);
-                if kind == FileType::Log && number >= min_log {
-                    logs.push(number);
-                }
-            }
-        }
-        logs.sort_unstable();
+        let logs = self.logs_to_replay(&mut st, true)?;
         let mut edit = VersionEdit::new();
         let mut max_seq = st.versions.last_sequence();
         let mut mem = Arc::new(MemTable::new(self.icmp.clone()));
         for &number in &logs {
-            let path = log_file_name(&self.dir, number);
-            let name = path.display().to_string();
-            let mut reader = LogReader::new(
-                self.fs.open_sequential(&path)?,
-                name.clone(),
-                self.opts.wal_recovery_mode,
-            );
-            let mut record = Vec::new();
-            while reader.read_record(&mut record)? {
-                let batch = WriteBatch::from_record(&record, &name, reader.last_record_offset())?;
-                let first = batch.sequence();
-                insert_into(&mem, &batch, first);
-                max_seq = max_seq.max(first + batch.len() as u64 - 1);
+            self.replay_log(number, &mut mem, &mut max_seq, |mem| {
                 if mem.approximate_memory_usage() >= self.opts.write_buffer_size {
-                    self.flush_recovered(&mut st, &mem, &mut edit)?;
-                    mem = Arc::new(MemTable::new(self.icmp.clone()));
+                    self.flush_recovered(&mut st, mem, &mut edit)?;
+                    *mem = Arc::new(MemTable::new(self.icmp.clone()));
                 }
-            }
+                Ok(())
+            })?;
         }
         if !mem.is_empty() {
             self.flush_recovered(&mut st, &mem, &mut edit)?;
