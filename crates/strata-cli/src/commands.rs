@@ -9,8 +9,8 @@ use strata::env::{FileSystem, PosixFileSystem};
 use strata::key::{parse_internal_key, ValueKind};
 use strata::{BytewiseComparator, Comparator, IteratorMode, Options, ReadOptions, WriteBatch, DB};
 
-use crate::codec::{hex_decode, hex_encode, Codec};
 use crate::{Cli, Command, Outcome, ScanArgs, SstCommand, WalCommand};
+use strata_cli::codec::{hex_decode, hex_encode, Codec};
 
 /// Why a command failed.
 #[derive(Debug)]
@@ -220,6 +220,14 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
                     writeln!(out, " @{}]", f.largest.1)?;
                 }
             }
+            Outcome::Done
+        }
+        Command::Web { addr } => {
+            let db = std::sync::Arc::new(open_db_read_only(cli)?);
+            let view = strata_cli::web::serve(db, addr)?;
+            writeln!(out, "serving http://{}/", view.addr())?;
+            out.flush()?;
+            view.wait();
             Outcome::Done
         }
         Command::Wal(WalCommand::Dump { file }) => {

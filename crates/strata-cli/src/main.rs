@@ -5,7 +5,6 @@
 //! database cannot be opened, is locked by another process, a file is
 //! unreadable).
 
-mod codec;
 mod commands;
 
 use std::path::PathBuf;
@@ -13,7 +12,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use codec::Codec;
+use strata_cli::codec::Codec;
 
 /// Read, write and inspect a Strata database.
 ///
@@ -95,6 +94,15 @@ pub enum Command {
     /// files, so it works on a database another process holds).
     #[command(after_help = "Example: strata --db /tmp/db manifest")]
     Manifest,
+    /// Serve a read-only dashboard of the database (levels drawn as boxes,
+    /// a page per table file, compaction statistics, JSON at
+    /// /api/state.json), refreshing itself; until interrupted.
+    #[command(after_help = "Example: strata --db /tmp/db web --addr 127.0.0.1:8080")]
+    Web {
+        /// Address to listen on; loopback unless told otherwise.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        addr: String,
+    },
     /// Look inside a write-ahead log file (no database needed).
     #[command(subcommand)]
     Wal(WalCommand),

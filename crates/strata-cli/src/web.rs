@@ -1,0 +1,299 @@
+//! A read-only web view of a database: the LSM's shape (each table file a
+//! box in its level, in key order, width by size, linking to a page per
+//! file), the compaction statistics, and the same data as JSON. Pages
+//! refresh themselves every few seconds.
+//!
+//! `strata --db PATH web` serves it over a read-only open; a program that
+//! holds its database open serves it with [`serve`]. Bound to loopback
+//! unless told otherwise.
+
+use std::fmt::Write as _;
+use std::io;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use strata::env::{FileSystem, PosixFileSystem};
+use strata::{BytewiseComparator, Comparator, LiveFile, DB};
+use tiny_http::{Header, Response, Server};
+
+/// Seconds between a page's refreshes.
+const REFRESH_SECONDS: u32 = 5;
+/// Width of the LSM drawing, in SVG units.
+const WIDTH: f64 = 1000.0;
+const ROW: f64 = 34.0;
+
+/// A running web view; dropping it stops the server.
+pub struct WebView {
+    server: Arc<Server>,
+    addr: SocketAddr,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for WebView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebView").field("addr", &self.addr).finish()
+    }
+}
+
+impl WebView {
+    /// The address it listens on (the port chosen when asked for 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves until the process ends.
+    pub fn wait(mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for WebView {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Serves the view of `db` at `addr` (`127.0.0.1:0` picks a free port) on
+/// a thread of its own, until the returned [`WebView`] is dropped.
+pub fn serve(db: Arc<DB>, addr: &str) -> io::Result<WebView> {
+    let server = Arc::new(Server::http(addr).map_err(io::Error::other)?);
+    let local = server
+        .server_addr()
+        .to_ip()
+        .ok_or_else(|| io::Error::other("not an IP address"))?;
+    let s = server.clone();
+    let thread = std::thread::Builder::new()
+        .name("strata-web".into())
+        .spawn(move || run(&s, &db))?;
+    Ok(WebView {
+        server,
+        addr: local,
+        thread: Some(thread),
+    })
+}
+
+/// Answers requests until the server is unblocked.
+fn run(server: &Server, db: &DB) {
+    for request in server.incoming_requests() {
+        let url = request.url().to_string();
+        let (status, content_type, body) = page(db, &url);
+        let header = Header::from_bytes(&b"Content-Type"[..], content_type.as_bytes())
+            .expect("a valid header");
+        let response = Response::from_string(body)
+            .with_status_code(status)
+            .with_header(header);
+        let _ = request.respond(response);
+    }
+}
+
+/// The status, content type and body for `url`.
+pub fn page(db: &DB, url: &str) -> (u16, &'static str, String) {
+    let html = "text/html; charset=utf-8";
+    let result = match url {
+        "/" => dashboard(db).map(|b| (html, b)),
+        "/api/state.json" => state_json(db).map(|b| ("application/json", b)),
+        u if u.starts_with("/table/") => table_page(db, &u["/table/".len()..]).map(|b| (html, b)),
+        _ => return (404, html, "<h1>Not found</h1>".into()),
+    };
+    match result {
+        Ok((t, b)) => (200, t, b),
+        Err(e) => (
+            500,
+            html,
+            format!("<h1>Error</h1><pre>{}</pre>", escape(&e)),
+        ),
+    }
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// A key for display: text when printable, else hex.
+fn shown_key(k: &[u8]) -> String {
+    if !k.is_empty() && k.iter().all(|b| b.is_ascii_graphic()) {
+        String::from_utf8_lossy(k).into_owned()
+    } else {
+        format!("0x{}", crate::codec::hex_encode(k))
+    }
+}
+
+fn head(title: &str) -> String {
+    format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{}</title>\
+         <meta http-equiv=\"refresh\" content=\"{REFRESH_SECONDS}\">\
+         <style>body{{font-family:sans-serif;margin:1.5em}}table{{border-collapse:collapse}}\
+         td,th{{border:1px solid #ccc;padding:2px 6px;text-align:left}}\
+         pre{{background:#f6f6f6;padding:8px;overflow-x:auto}}</style></head><body>",
+        escape(title)
+    )
+}
+
+fn dashboard(db: &DB) -> Result<String, String> {
+    let files = db.live_files().map_err(|e| e.to_string())?;
+    let stats = db
+        .property_value("rocksdb.stats")
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
+    let mut h = head(&format!("Strata: {}", db.path().display()));
+    let total: usize = files.iter().map(|f| f.size).sum();
+    let entries: u64 = files.iter().map(|f| f.num_entries).sum();
+    let _ = write!(
+        h,
+        "<h1>Strata database <code>{}</code></h1><p id=\"summary\">{} table files, {} bytes, {} entries in tables</p>",
+        escape(&db.path().display().to_string()),
+        files.len(),
+        total,
+        entries
+    );
+    h.push_str("<h2>Levels</h2>");
+    h.push_str(&lsm_svg(&files));
+    h.push_str("<h2>Table files</h2><table id=\"files\"><tr><th>level</th><th>file</th><th>bytes</th><th>entries</th><th>smallest key</th><th>largest key</th><th>sequence numbers</th></tr>");
+    for f in &files {
+        let name = f.name.trim_start_matches('/');
+        let _ = write!(
+            h,
+            "<tr><td>L{}</td><td><a href=\"/table/{name}\">{name}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}..{}</td></tr>",
+            f.level,
+            f.size,
+            f.num_entries,
+            escape(&shown_key(f.start_key.as_deref().unwrap_or_default())),
+            escape(&shown_key(f.end_key.as_deref().unwrap_or_default())),
+            f.smallest_seqno,
+            f.largest_seqno
+        );
+    }
+    h.push_str("</table><h2>Compaction statistics</h2><pre id=\"stats\">");
+    h.push_str(&escape(&stats));
+    h.push_str("</pre><p><a href=\"/api/state.json\">JSON</a></p></body></html>");
+    Ok(h)
+}
+
+/// One row per level; each file a box in key order, its width its share
+/// of the level's bytes.
+fn lsm_svg(files: &[LiveFile]) -> String {
+    let max_level = files.iter().map(|f| f.level).max().unwrap_or(0);
+    let height = ROW * f64::from(max_level + 1) + 10.0;
+    let mut s = format!(
+        "<svg id=\"lsm\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\">",
+        WIDTH + 60.0
+    );
+    for level in 0..=max_level {
+        let y = 5.0 + ROW * f64::from(level);
+        let _ = write!(
+            s,
+            "<text x=\"0\" y=\"{}\" font-size=\"14\">L{level}</text>",
+            y + ROW / 2.0 + 4.0
+        );
+        let mut in_level: Vec<&LiveFile> = files.iter().filter(|f| f.level == level).collect();
+        in_level.sort_by(|a, b| a.start_key.cmp(&b.start_key));
+        let bytes: usize = in_level.iter().map(|f| f.size).sum::<usize>().max(1);
+        let mut x = 40.0;
+        for f in in_level {
+            let w = WIDTH * f.size as f64 / bytes as f64;
+            let name = f.name.trim_start_matches('/');
+            let _ = write!(
+                s,
+                "<a href=\"/table/{name}\"><rect class=\"file\" data-level=\"{level}\" data-file=\"{name}\" \
+                 x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#7aa6d6\" stroke=\"#234\">\
+                 <title>{name}: {} bytes, {} .. {}</title></rect></a>",
+                w.max(0.5),
+                ROW - 8.0,
+                f.size,
+                escape(&shown_key(f.start_key.as_deref().unwrap_or_default())),
+                escape(&shown_key(f.end_key.as_deref().unwrap_or_default()))
+            );
+            x += w;
+        }
+    }
+    s.push_str("</svg>");
+    s
+}
+
+fn table_page(db: &DB, name: &str) -> Result<String, String> {
+    let valid = name.len() > 4
+        && name.ends_with(".sst")
+        && name[..name.len() - 4].bytes().all(|b| b.is_ascii_digit());
+    if !valid {
+        return Err(format!("{name:?} is not a table file name"));
+    }
+    let path = db.path().join(name);
+    let layout = describe(&path).map_err(|e| e.to_string())?;
+    let mut h = head(&format!("Strata table {name}"));
+    let _ = write!(
+        h,
+        "<p><a href=\"/\">back</a></p><h1>Table <code>{name}</code></h1><p id=\"format\">{} table, {} parts</p>\
+         <table id=\"parts\"><tr><th>kind</th><th>offset</th><th>bytes</th><th>compression</th><th>checksum</th><th>hash index</th></tr>",
+        layout.format,
+        layout.parts.len()
+    );
+    for p in &layout.parts {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&p.kind),
+            p.offset,
+            p.size,
+            escape(&p.compression),
+            if p.checksum_ok { "ok" } else { "BAD" },
+            match p.hash_index {
+                Some(true) => "yes",
+                Some(false) => "no",
+                None => "-",
+            }
+        );
+    }
+    let _ = write!(
+        h,
+        "</table><h2>Properties</h2><pre id=\"properties\">{}</pre></body></html>",
+        escape(&format!("{:#?}", layout.properties))
+    );
+    Ok(h)
+}
+
+fn describe(path: &Path) -> strata::Result<strata::sst::TableLayout> {
+    let file = PosixFileSystem::new().open_random_access(path)?;
+    let cmp: Arc<dyn Comparator> = Arc::new(BytewiseComparator);
+    strata::sst::describe_table(file, &path.display().to_string(), cmp)
+}
+
+fn state_json(db: &DB) -> Result<String, String> {
+    let files = db.live_files().map_err(|e| e.to_string())?;
+    let stats = db
+        .property_value("rocksdb.stats")
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
+    let hex = |k: &Option<Vec<u8>>| crate::codec::hex_encode(k.as_deref().unwrap_or_default());
+    let files: Vec<serde_json::Value> = files
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "level": f.level,
+                "name": f.name,
+                "size": f.size,
+                "entries": f.num_entries,
+                "deletions": f.num_deletions,
+                "smallest_key_hex": hex(&f.start_key),
+                "largest_key_hex": hex(&f.end_key),
+                "smallest_seqno": f.smallest_seqno,
+                "largest_seqno": f.largest_seqno,
+            })
+        })
+        .collect();
+    Ok(serde_json::json!({
+        "path": db.path().display().to_string(),
+        "files": files,
+        "stats": stats,
+    })
+    .to_string())
+}
