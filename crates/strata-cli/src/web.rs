@@ -1,18 +1,23 @@
 //! A read-only web view of a database: the LSM's shape (each table file a
 //! box in its level, in key order, width by size, linking to a page per
-//! file), the compaction statistics, and the same data as JSON. Pages
-//! refresh themselves every few seconds.
+//! file), the compaction statistics, plots over time (write amplification,
+//! user and compaction write rates, table bytes, sampled every second
+//! while the view runs), and the same data as JSON. Pages refresh
+//! themselves every few seconds.
 //!
 //! `strata --db PATH web` serves it over a read-only open; a program that
 //! holds its database open serves it with [`serve`]. Bound to loopback
 //! unless told otherwise.
 
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use strata::env::{FileSystem, PosixFileSystem};
 use strata::{BytewiseComparator, Comparator, LiveFile, DB};
@@ -23,12 +28,49 @@ const REFRESH_SECONDS: u32 = 5;
 /// Width of the LSM drawing, in SVG units.
 const WIDTH: f64 = 1000.0;
 const ROW: f64 = 34.0;
+/// Seconds of history kept for the plots.
+const HISTORY: usize = 600;
+
+/// The database's counters at one moment.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    /// Seconds since the view started.
+    at: f64,
+    user_bytes: u64,
+    /// Bytes flushes and compactions wrote.
+    written_bytes: u64,
+    table_bytes: u64,
+}
+
+/// Samples every second, oldest first.
+type History = Arc<Mutex<VecDeque<Sample>>>;
+
+fn property_u64(db: &DB, name: &str) -> u64 {
+    db.property_value(name)
+        .ok()
+        .flatten()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn sample(db: &DB, start: Instant) -> Sample {
+    Sample {
+        at: start.elapsed().as_secs_f64(),
+        user_bytes: property_u64(db, "strata.user-bytes-written"),
+        written_bytes: (0..7)
+            .map(|l| property_u64(db, &format!("strata.compaction.bytes-written-at-level{l}")))
+            .sum(),
+        table_bytes: property_u64(db, "rocksdb.total-sst-files-size"),
+    }
+}
 
 /// A running web view; dropping it stops the server.
 pub struct WebView {
     server: Arc<Server>,
     addr: SocketAddr,
     thread: Option<JoinHandle<()>>,
+    sampler: Option<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for WebView {
@@ -53,8 +95,12 @@ impl WebView {
 
 impl Drop for WebView {
     fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
         self.server.unblock();
-        if let Some(t) = self.thread.take() {
+        for t in [self.thread.take(), self.sampler.take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = t.join();
         }
     }
@@ -68,22 +114,57 @@ pub fn serve(db: Arc<DB>, addr: &str) -> io::Result<WebView> {
         .server_addr()
         .to_ip()
         .ok_or_else(|| io::Error::other("not an IP address"))?;
+    let history: History = Arc::new(Mutex::new(VecDeque::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    let sampler = {
+        let (db, history, stop) = (db.clone(), history.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("strata-web-sampler".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Acquire) {
+                    let s = sample(&db, start);
+                    {
+                        let mut h = history.lock().unwrap_or_else(|e| e.into_inner());
+                        if h.len() == HISTORY {
+                            h.pop_front();
+                        }
+                        h.push_back(s);
+                    }
+                    // Sleep a second in small steps, so a stop is quick.
+                    for _ in 0..10 {
+                        if stop.load(Ordering::Acquire) {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+            })?
+    };
     let s = server.clone();
     let thread = std::thread::Builder::new()
         .name("strata-web".into())
-        .spawn(move || run(&s, &db))?;
+        .spawn(move || run(&s, &db, &history))?;
     Ok(WebView {
         server,
         addr: local,
         thread: Some(thread),
+        sampler: Some(sampler),
+        stop,
     })
 }
 
 /// Answers requests until the server is unblocked.
-fn run(server: &Server, db: &DB) {
+fn run(server: &Server, db: &DB, history: &History) {
     for request in server.incoming_requests() {
         let url = request.url().to_string();
-        let (status, content_type, body) = page(db, &url);
+        let samples: Vec<Sample> = history
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .copied()
+            .collect();
+        let (status, content_type, body) = page(db, &url, &samples);
         let header = Header::from_bytes(&b"Content-Type"[..], content_type.as_bytes())
             .expect("a valid header");
         let response = Response::from_string(body)
@@ -94,11 +175,11 @@ fn run(server: &Server, db: &DB) {
 }
 
 /// The status, content type and body for `url`.
-pub fn page(db: &DB, url: &str) -> (u16, &'static str, String) {
+fn page(db: &DB, url: &str, samples: &[Sample]) -> (u16, &'static str, String) {
     let html = "text/html; charset=utf-8";
     let result = match url {
-        "/" => dashboard(db).map(|b| (html, b)),
-        "/api/state.json" => state_json(db).map(|b| ("application/json", b)),
+        "/" => dashboard(db, samples).map(|b| (html, b)),
+        "/api/state.json" => state_json(db, samples).map(|b| ("application/json", b)),
         u if u.starts_with("/table/") => table_page(db, &u["/table/".len()..]).map(|b| (html, b)),
         _ => return (404, html, "<h1>Not found</h1>".into()),
     };
@@ -139,7 +220,7 @@ fn head(title: &str) -> String {
     )
 }
 
-fn dashboard(db: &DB) -> Result<String, String> {
+fn dashboard(db: &DB, samples: &[Sample]) -> Result<String, String> {
     let files = db.live_files().map_err(|e| e.to_string())?;
     let stats = db
         .property_value("rocksdb.stats")
@@ -173,7 +254,9 @@ fn dashboard(db: &DB) -> Result<String, String> {
             f.largest_seqno
         );
     }
-    h.push_str("</table><h2>Compaction statistics</h2><pre id=\"stats\">");
+    h.push_str("</table><h2>Over time</h2>");
+    h.push_str(&plots(samples));
+    h.push_str("<h2>Compaction statistics</h2><pre id=\"stats\">");
     h.push_str(&escape(&stats));
     h.push_str("</pre><p><a href=\"/api/state.json\">JSON</a></p></body></html>");
     Ok(h)
@@ -215,6 +298,86 @@ fn lsm_svg(files: &[LiveFile]) -> String {
             );
             x += w;
         }
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// (seconds, value) pairs of one plot.
+type Points = Vec<(f64, f64)>;
+
+/// Four small line plots of the sampled history: write amplification
+/// (bytes flushed and compacted over user bytes), user and compaction
+/// write rates, and table bytes.
+fn plots(samples: &[Sample]) -> String {
+    let rate = |f: fn(&Sample) -> u64| -> Points {
+        samples
+            .windows(2)
+            .map(|w| {
+                let dt = (w[1].at - w[0].at).max(1e-3);
+                (w[1].at, f(&w[1]).saturating_sub(f(&w[0])) as f64 / dt / 1e6)
+            })
+            .collect()
+    };
+    let series: [(&str, &str, Points); 4] = [
+        (
+            "write-amp",
+            "write amplification",
+            samples
+                .iter()
+                .map(|s| (s.at, s.written_bytes as f64 / s.user_bytes.max(1) as f64))
+                .collect(),
+        ),
+        ("user-rate", "user writes, MB/s", rate(|s| s.user_bytes)),
+        (
+            "compaction-rate",
+            "flush + compaction writes, MB/s",
+            rate(|s| s.written_bytes),
+        ),
+        (
+            "table-bytes",
+            "table bytes, MB",
+            samples
+                .iter()
+                .map(|s| (s.at, s.table_bytes as f64 / 1e6))
+                .collect(),
+        ),
+    ];
+    let mut h = String::from("<div id=\"plots\">");
+    for (id, title, points) in series {
+        h.push_str(&plot(id, title, &points));
+    }
+    h.push_str("</div>");
+    h
+}
+
+/// One line plot, 240 x 120, with its title and last value.
+fn plot(id: &str, title: &str, points: &[(f64, f64)]) -> String {
+    let (w, ht) = (240.0, 120.0);
+    let last = points.last().map_or(0.0, |p| p.1);
+    let mut s = format!(
+        "<svg class=\"plot\" id=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{}\" \
+         style=\"margin-right:12px\"><text x=\"0\" y=\"12\" font-size=\"12\">{} (now {last:.2})</text>\
+         <rect x=\"0\" y=\"18\" width=\"{w}\" height=\"{ht}\" fill=\"none\" stroke=\"#ccc\"/>",
+        ht + 20.0,
+        escape(title)
+    );
+    if points.len() >= 2 {
+        let (x0, x1) = (points[0].0, points[points.len() - 1].0);
+        let ymax = points.iter().map(|p| p.1).fold(0.0f64, f64::max).max(1e-9);
+        let coords: Vec<String> = points
+            .iter()
+            .map(|&(x, y)| {
+                let px = (x - x0) / (x1 - x0).max(1e-9) * w;
+                let py = 18.0 + ht - y / ymax * (ht - 4.0);
+                format!("{px:.1},{py:.1}")
+            })
+            .collect();
+        let _ = write!(
+            s,
+            "<polyline fill=\"none\" stroke=\"#2a6\" stroke-width=\"1.5\" points=\"{}\"/>",
+            coords.join(" ")
+        );
     }
     s.push_str("</svg>");
     s
@@ -267,7 +430,7 @@ fn describe(path: &Path) -> strata::Result<strata::sst::TableLayout> {
     strata::sst::describe_table(file, &path.display().to_string(), cmp)
 }
 
-fn state_json(db: &DB) -> Result<String, String> {
+fn state_json(db: &DB, samples: &[Sample]) -> Result<String, String> {
     let files = db.live_files().map_err(|e| e.to_string())?;
     let stats = db
         .property_value("rocksdb.stats")
@@ -290,10 +453,22 @@ fn state_json(db: &DB) -> Result<String, String> {
             })
         })
         .collect();
+    let history: Vec<serde_json::Value> = samples
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "seconds": s.at,
+                "user_bytes": s.user_bytes,
+                "written_bytes": s.written_bytes,
+                "table_bytes": s.table_bytes,
+            })
+        })
+        .collect();
     Ok(serde_json::json!({
         "path": db.path().display().to_string(),
         "files": files,
         "stats": stats,
+        "history": history,
     })
     .to_string())
 }

@@ -41,11 +41,7 @@ fn build(dir: &Path) {
 /// GET `path`: (status, body).
 fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
     let mut text = String::new();
     s.read_to_string(&mut text).unwrap();
     let status = text[9..12].parse().unwrap();
@@ -167,5 +163,61 @@ fn the_dashboard_in_headless_chromium_shows_the_database() {
     for f in &files {
         assert!(dom.contains(&format!("data-file=\"{}\"", f.name.trim_start_matches('/'))));
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn plots_follow_a_database_being_written() {
+    let dir = temp("live");
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.set_write_buffer_size(64 << 10);
+    let db = Arc::new(DB::open(&opts, &dir).unwrap());
+    let view = strata_cli::web::serve(db.clone(), "127.0.0.1:0").unwrap();
+    // Writes for about 2.5 seconds: the sampler takes one a second.
+    let start = Instant::now();
+    let mut i = 0u64;
+    while start.elapsed() < Duration::from_millis(2500) {
+        db.put(i.to_be_bytes(), [3u8; 100]).unwrap();
+        i += 1;
+        if i.is_multiple_of(1000) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(1100));
+    let (_, json) = get(view.addr(), "/api/state.json");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let history = v["history"].as_array().unwrap();
+    assert!(history.len() >= 3, "{json}");
+    let first = history[0]["user_bytes"].as_u64().unwrap();
+    let last = history[history.len() - 1]["user_bytes"].as_u64().unwrap();
+    assert!(last > first, "user bytes grew: {first} -> {last}");
+    let user: u64 = db
+        .property_value("strata.user-bytes-written")
+        .unwrap()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(last, user, "the last sample is the database's counter");
+    assert!(
+        history[history.len() - 1]["written_bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    let (_, home) = get(view.addr(), "/");
+    for id in ["write-amp", "user-rate", "compaction-rate", "table-bytes"] {
+        let at = home.find(&format!("id=\"{id}\"")).expect(id);
+        assert!(
+            home[at..]
+                .split("</svg>")
+                .next()
+                .unwrap()
+                .contains("<polyline"),
+            "{id}"
+        );
+    }
+    drop(view);
+    drop(db);
     let _ = std::fs::remove_dir_all(&dir);
 }
