@@ -243,3 +243,42 @@ fn invalid_packed_options_are_refused() {
     ));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn packed_tables_under_the_reverse_comparator() {
+    let dir = temp_dir("reverse");
+    let mut opts = options(Some(0), false);
+    opts.set_comparator_object(std::sync::Arc::new(strata_kv::ReverseBytewiseComparator));
+    let db = DB::open(&opts, &dir).unwrap();
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut model = Model::new();
+    write_some(&db, &mut model, &mut rng, 8000);
+    db.flush().unwrap();
+    db.compact_range::<&[u8], &[u8]>(None, None).unwrap();
+    assert!(table_formats(&db, &dir).iter().all(|&(_, p)| p));
+    for _ in 0..2000 {
+        let k = key(rng.gen_range(0..12_000));
+        assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned());
+    }
+    // Largest key first.
+    let scan: Vec<Vec<u8>> = db
+        .iterator(IteratorMode::Start)
+        .map(|r| r.unwrap().0.to_vec())
+        .collect();
+    assert!(scan.iter().eq(model.keys().rev()));
+    let from = key(5000);
+    let got: Vec<Vec<u8>> = db
+        .iterator(IteratorMode::From(&from, Direction::Forward))
+        .take(3)
+        .map(|r| r.unwrap().0.to_vec())
+        .collect();
+    let want: Vec<Vec<u8>> = model
+        .range(..=from.clone())
+        .rev()
+        .take(3)
+        .map(|(k, _)| k.clone())
+        .collect();
+    assert_eq!(got, want);
+    drop(db);
+    let _ = std::fs::remove_dir_all(&dir);
+}
