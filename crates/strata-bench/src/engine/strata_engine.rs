@@ -34,12 +34,7 @@ pub fn check(cfg: &EngineConfig) -> Result<()> {
         );
     }
     if !cfg.options_file.is_empty() {
-        if let Err(e) = Options::from_file(&cfg.options_file) {
-            return Err(Error::Usage(format!(
-                "--options_file={}: {e}",
-                cfg.options_file
-            )));
-        }
+        options(cfg, false)?;
     }
     if cfg.table_format == TableFormat::Plain {
         return refuse(
@@ -60,15 +55,15 @@ pub fn version_line() -> String {
     format!("Strata:     version {}", env!("CARGO_PKG_VERSION"))
 }
 
-fn options(cfg: &EngineConfig, create: bool) -> Options {
+/// The options the flags (or `--options_file`, read each time it is
+/// needed) describe; a bad options file is a usage error.
+fn options(cfg: &EngineConfig, create: bool) -> Result<Options> {
     if !cfg.options_file.is_empty() {
-        // `check` read it once already: a failure now is a file changed
-        // under the run.
         let mut o = Options::from_file(&cfg.options_file)
-            .unwrap_or_else(|e| panic!("--options_file={}: {e}", cfg.options_file));
+            .map_err(|e| Error::Usage(format!("--options_file={}: {e}", cfg.options_file)))?;
         o.create_if_missing(create);
         o.set_error_if_exists(create);
-        return o;
+        return Ok(o);
     }
     let mut o = Options::default();
     o.create_if_missing(create);
@@ -132,7 +127,7 @@ fn options(cfg: &EngineConfig, create: bool) -> Options {
     } else if cfg.mvcc_rows {
         o.set_prefix_extractor(SliceTransform::create_fixed_prefix(ROW_BYTES));
     }
-    o
+    Ok(o)
 }
 
 /// Strata's database, as an [`Engine`].
@@ -146,7 +141,7 @@ impl StrataEngine {
     /// Opens (or with `create`, creates) the database at `path`.
     pub fn open(cfg: &EngineConfig, path: &Path, create: bool) -> Result<StrataEngine> {
         check(cfg)?;
-        let db = DB::open(&options(cfg, create), path)
+        let db = DB::open(&options(cfg, create)?, path)
             .map_err(|e| Error::engine(NAME, format!("open {}: {e}", path.display())))?;
         let mut read_options = ReadOptions::default();
         read_options.set_verify_checksums(cfg.verify_checksum);
@@ -156,7 +151,7 @@ impl StrataEngine {
 
 /// Deletes a Strata database.
 pub fn destroy(cfg: &EngineConfig, path: &Path) -> Result<()> {
-    DB::destroy(&options(cfg, false), path)
+    DB::destroy(&options(cfg, false)?, path)
         .map_err(|e| Error::engine(NAME, format!("destroy {}: {e}", path.display())))
 }
 

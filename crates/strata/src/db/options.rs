@@ -481,6 +481,11 @@ impl Options {
     pub(crate) fn packed_at(&self, level: usize) -> bool {
         self.packed.as_ref().is_some_and(|p| level >= p.from_level)
     }
+    /// Whether levels `a` and `b` are written in one table format, so a
+    /// file may move between them without being rewritten.
+    pub(crate) fn same_table_format(&self, a: usize, b: usize) -> bool {
+        self.packed_at(a) == self.packed_at(b)
+    }
     /// The file system all files go through (default: the OS's).
     pub fn set_file_system(&mut self, fs: Arc<dyn FileSystem>) {
         self.fs = fs;

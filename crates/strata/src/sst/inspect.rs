@@ -12,8 +12,11 @@ use crate::util::coding::Decoder;
 
 use super::block::Block;
 use super::format::{read_block, BlockHandle};
-use super::packed::{is_packed_table, PackedTableReader};
-use super::{TableProperties, TableReader, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME};
+use super::packed::PackedTableReader;
+use super::{
+    MetaPlacement, Table, TableOpenOptions, TableProperties, TableReader, FILTER_BLOCK_NAME,
+    PROPERTIES_BLOCK_NAME,
+};
 
 /// One block (block-based tables) or section (packed tables) of a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,13 +47,23 @@ pub struct TableLayout {
     pub properties: TableProperties,
 }
 
-fn packed(file: &dyn RandomAccessFile) -> Result<bool> {
-    let size = file.size();
-    let mut tail = [0u8; 8];
-    if size >= 8 {
-        file.read_exact_at(size - 8, &mut tail)?;
-    }
-    Ok(is_packed_table(&tail))
+/// The table in `file`, opened as the database opens it (the format its
+/// magic number says), without a block cache; packed tables check every
+/// section at open unless `lazy`.
+fn open(
+    file: Arc<dyn RandomAccessFile>,
+    name: &str,
+    comparator: Arc<dyn Comparator>,
+    lazy: bool,
+) -> Result<Table> {
+    let opts = TableOpenOptions {
+        comparator,
+        block_cache: None,
+        placement: MetaPlacement::Reader,
+        prefix_extractor: None,
+        packed_lazy_checksums: lazy,
+    };
+    Table::open(file, name.to_string(), &opts)
 }
 
 /// Lists the blocks or sections of the table in `file` (named `name` in
@@ -61,28 +74,35 @@ pub fn describe_table(
     name: &str,
     comparator: Arc<dyn Comparator>,
 ) -> Result<TableLayout> {
-    if packed(&*file)? {
-        let t = PackedTableReader::open(&*file, name, comparator, true)?;
-        let mut parts: Vec<TablePart> = t
-            .sections()
-            .into_iter()
-            .map(|(kind, offset, size, ok)| TablePart {
-                kind: kind.to_string(),
-                offset,
-                size,
-                compression: "none".into(),
-                checksum_ok: ok,
-                hash_index: None,
-            })
-            .collect();
-        parts.sort_by_key(|p| p.offset);
-        return Ok(TableLayout {
-            format: "packed",
-            parts,
-            properties: t.properties().clone(),
-        });
+    let t = match open(file.clone(), name, comparator, true)? {
+        Table::Block(t) => t,
+        Table::Packed(t) => return Ok(describe_packed(&t)),
+    };
+    describe_block(&t, file)
+}
+
+fn describe_packed(t: &PackedTableReader) -> TableLayout {
+    let mut parts: Vec<TablePart> = t
+        .sections()
+        .into_iter()
+        .map(|(kind, offset, size, ok)| TablePart {
+            kind: kind.to_string(),
+            offset,
+            size,
+            compression: "none".into(),
+            checksum_ok: ok,
+            hash_index: None,
+        })
+        .collect();
+    parts.sort_by_key(|p| p.offset);
+    TableLayout {
+        format: "packed",
+        parts,
+        properties: t.properties().clone(),
     }
-    let t = TableReader::open(file.clone(), name, comparator)?;
+}
+
+fn describe_block(t: &TableReader, file: Arc<dyn RandomAccessFile>) -> Result<TableLayout> {
     let name: Arc<str> = t.name().clone();
     let footer = *t.footer();
     let part = |kind: &str, h: BlockHandle, data: bool| -> Result<TablePart> {
@@ -152,12 +172,13 @@ pub fn verify_table(
     name: &str,
     comparator: Arc<dyn Comparator>,
 ) -> Result<u64> {
-    if packed(&*file)? {
-        let t = Arc::new(PackedTableReader::open(&*file, name, comparator, false)?);
-        t.verify()?;
-        return Ok(t.num_entries() as u64);
-    }
-    let t = Arc::new(TableReader::open(file, name, comparator)?);
+    let t = match open(file, name, comparator, false)? {
+        Table::Packed(t) => {
+            t.verify()?;
+            return Ok(t.num_entries() as u64);
+        }
+        block => block,
+    };
     let mut it = t.iter_opt(false);
     let mut n = 0u64;
     it.seek_to_first();
@@ -166,14 +187,12 @@ pub fn verify_table(
         it.next();
     }
     it.status()?;
-    if n != t.properties().num_entries {
+    let want = t.properties().num_entries;
+    if n != want {
         return Err(Error::corruption(
             name,
             0,
-            format!(
-                "{n} entries read, the properties say {}",
-                t.properties().num_entries
-            ),
+            format!("{n} entries read, the properties say {want}"),
         ));
     }
     Ok(n)
@@ -186,10 +205,7 @@ pub fn table_entries(
     name: &str,
     comparator: Arc<dyn Comparator>,
 ) -> Result<Box<dyn InternalIterator>> {
-    if packed(&*file)? {
-        let t = Arc::new(PackedTableReader::open(&*file, name, comparator, false)?);
-        return Ok(Box::new(t.iter()));
-    }
-    let t = Arc::new(TableReader::open(file, name, comparator)?);
-    Ok(Box::new(t.iter_opt(false)))
+    Ok(Box::new(
+        open(file, name, comparator, false)?.iter_opt(false),
+    ))
 }

@@ -82,6 +82,30 @@ pub struct TableProperties {
 }
 
 impl TableProperties {
+    /// Refuses to read table `table` with `comparator` unless it was
+    /// written with a comparator of that name.
+    pub(crate) fn check_comparator(
+        &self,
+        table: &str,
+        comparator: &dyn crate::key::Comparator,
+    ) -> Result<()> {
+        if self.comparator != comparator.name() {
+            return Err(Error::invalid_argument(format!(
+                "{table}: table was written with comparator {:?}, opened with {:?}",
+                self.comparator,
+                comparator.name()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Seconds since the Unix epoch now, for `creation_time`.
+    pub(crate) fn now_secs() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    }
+
     /// Encodes the properties as block contents.
     pub fn encode(&self) -> Vec<u8> {
         let mut entries: BTreeMap<String, Vec<u8>> = BTreeMap::new();

@@ -6,7 +6,6 @@
 
 use std::cmp::Ordering;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::compression::{compress_block, CompressionType};
 use crate::env::WritableFile;
@@ -293,10 +292,7 @@ impl TableBuilder {
         let index_handle = self.write_block(index.finish(), CompressionType::None)?;
         self.props.index_size = index_handle.size + BLOCK_TRAILER_BYTES as u64;
         self.props.largest_key = self.last_key.clone();
-        self.props.creation_time = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
+        self.props.creation_time = TableProperties::now_secs();
         let props = self.props.encode();
         let props_handle = self.write_block(&props, CompressionType::None)?;
         meta.push((PROPERTIES_BLOCK_NAME, props_handle));

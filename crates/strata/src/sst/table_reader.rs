@@ -174,13 +174,7 @@ impl TableReader {
             props_handle.offset,
         )?;
         let props = TableProperties::decode(&props_block)?;
-        if props.comparator != comparator.name() {
-            return Err(Error::invalid_argument(format!(
-                "{name}: table was written with comparator {:?}, opened with {:?}",
-                props.comparator,
-                comparator.name()
-            )));
-        }
+        props.check_comparator(&name, &*comparator)?;
         let cache = cache.map(|c| (c, next_cache_id()));
         let filter = match filter_handle {
             Some(h) => {

@@ -106,7 +106,7 @@ impl Compaction {
     /// going into the packed levels is rewritten packed).
     pub(crate) fn is_trivial_move(&self, ucmp: &dyn Comparator, opts: &Options) -> bool {
         let partitioner = opts.sst_partitioner.as_ref().map(|f| f.partitioner());
-        if opts.packed_at(self.level) != opts.packed_at(self.output_level)
+        if !opts.same_table_format(self.level, self.output_level)
             || !self.inputs[1].is_empty()
             || self.inputs[0].is_empty()
             || self.level == self.output_level
@@ -415,7 +415,7 @@ impl DbInner {
         let ucmp = &*self.user_cmp;
         let (lo, hi) = (f.smallest.user_key(), f.largest.user_key());
         f.file_size <= self.opts.target_file_size(output_level).saturating_mul(2)
-            && self.opts.packed_at(0) == self.opts.packed_at(output_level)
+            && self.opts.same_table_format(0, output_level)
             && may_move(f, self.partitioner())
             && !version.overlap_in_level(output_level, Some(lo), Some(hi), ucmp)
     }

@@ -4,7 +4,6 @@
 
 use std::cmp::Ordering;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::env::WritableFile;
 use crate::error::{Error, Result};
@@ -38,13 +37,15 @@ pub struct PackedTableBuilder {
     pending: Vec<u8>,
     values_len: u64,
     values_crc: u32,
-    /// Where each value starts, and the end of the last.
+    /// Where each value starts, and the end of the last; empty while every
+    /// value has one length (`same_len`), filled in when two differ.
     value_offsets: Vec<u64>,
-    /// The length every value has so far, `None` once two differ.
+    /// The length every value has so far (`None` before the first entry
+    /// and once two differ).
     same_len: Option<u64>,
+    /// Each entry's packed sequence number and kind; empty while every
+    /// entry is (0, value), filled in at the first that is not.
     trailers: Vec<u64>,
-    /// Whether some entry is not (sequence 0, value).
-    any_tag: bool,
     /// The largest sequence number of any entry.
     max_sequence: u64,
     /// The distinct user keys, back to back, and where each starts.
@@ -67,7 +68,7 @@ impl std::fmt::Debug for PackedTableBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PackedTableBuilder")
             .field("file", &self.name)
-            .field("num_entries", &self.trailers.len())
+            .field("num_entries", &self.props.num_entries)
             .finish()
     }
 }
@@ -96,10 +97,9 @@ impl PackedTableBuilder {
             pending: Vec::new(),
             values_len: 0,
             values_crc: 0,
-            value_offsets: vec![0],
+            value_offsets: Vec::new(),
             same_len: None,
             trailers: Vec::new(),
-            any_tag: false,
             max_sequence: 0,
             keys: Vec::new(),
             key_offsets: vec![0],
@@ -138,7 +138,7 @@ impl PackedTableBuilder {
                 value.len()
             )));
         }
-        let n = self.trailers.len();
+        let n = self.props.num_entries as usize;
         if n > 0 && self.icmp.compare(&self.last_key, ikey) != Ordering::Less {
             return Err(Error::invalid_argument(
                 "PackedTableBuilder::add: keys must be added in increasing order",
@@ -166,18 +166,28 @@ impl PackedTableBuilder {
             self.starts.push(n as u32);
         }
         let trailer = pack_trailer(parsed.sequence, parsed.kind);
-        self.any_tag |= trailer != pack_trailer(0, ValueKind::Value);
+        let plain = pack_trailer(0, ValueKind::Value);
+        if trailer != plain || !self.trailers.is_empty() {
+            // The first tagged entry: every earlier one was (0, value).
+            self.trailers.resize(n, plain);
+            self.trailers.push(trailer);
+        }
         self.max_sequence = self.max_sequence.max(parsed.sequence);
-        self.trailers.push(trailer);
         let len = value.len() as u64;
-        self.same_len = match (n, self.same_len) {
-            (0, _) => Some(len),
-            (_, Some(l)) if l == len => Some(l),
-            _ => None,
-        };
+        match self.same_len {
+            Some(l) if l == len => {}
+            Some(l) => {
+                // The first length that differs: every earlier value had
+                // length l.
+                self.value_offsets = (0..=n as u64).map(|i| i * l).collect();
+                self.value_offsets.push(self.values_len + len);
+                self.same_len = None;
+            }
+            None if n == 0 => self.same_len = Some(len),
+            None => self.value_offsets.push(self.values_len + len),
+        }
         self.pending.extend_from_slice(value);
         self.values_len += len;
-        self.value_offsets.push(self.values_len);
         if self.pending.len() >= VALUE_WRITE_BYTES {
             self.write_pending()?;
         }
@@ -274,7 +284,7 @@ impl PackedTableBuilder {
             size: self.values_len,
             crc: mask(self.values_crc),
         };
-        let n = self.trailers.len();
+        let n = self.props.num_entries as usize;
         let count = self.starts.len();
         let bytewise = self.cmp.builtin_order() == Some(BuiltinOrder::Bytewise);
         let (kind, index) = build_index(&self.keys, &self.key_offsets, bytewise);
@@ -296,7 +306,8 @@ impl PackedTableBuilder {
         self.write_section(Section::KeyStarts, &buf)?;
 
         buf.clear();
-        if self.any_tag {
+        if !self.trailers.is_empty() {
+            debug_assert_eq!(self.trailers.len(), n);
             flags |= FLAG_TAGS;
             buf.reserve(n * 8);
             for &t in &self.trailers {
@@ -306,11 +317,18 @@ impl PackedTableBuilder {
         self.write_section(Section::Tags, &buf)?;
 
         buf.clear();
+        // Values are at most VALUE_SIZE_BYTES_MAX bytes, so one length
+        // fits the header's u32.
         let layout = match self.same_len {
-            Some(l) if l <= u64::from(u32::MAX) => ValueLayout::Fixed(l as u32),
-            _ if self.values_len <= u64::from(u32::MAX) => ValueLayout::Offsets32,
-            _ => ValueLayout::Offsets64,
+            Some(l) => ValueLayout::Fixed(l as u32),
+            None if self.values_len <= u64::from(u32::MAX) => ValueLayout::Offsets32,
+            None => ValueLayout::Offsets64,
         };
+        if self.same_len.is_none() && self.value_offsets.is_empty() {
+            // No entry: the end of no value.
+            self.value_offsets.push(0);
+        }
+        debug_assert!(self.same_len.is_some() || self.value_offsets.len() == n + 1);
         match layout {
             ValueLayout::Fixed(_) => {}
             ValueLayout::Offsets32 => {
@@ -347,10 +365,7 @@ impl PackedTableBuilder {
 
         self.props.data_size = self.values_len;
         self.props.largest_key = self.last_key.clone();
-        self.props.creation_time = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
+        self.props.creation_time = TableProperties::now_secs();
         let props = self.props.encode();
         self.write_section(Section::Properties, &props)?;
 
@@ -384,9 +399,9 @@ impl PackedTableBuilder {
 
     /// What the file would hold if finished now, approximately.
     pub fn estimated_file_size(&self) -> u64 {
-        let n = self.trailers.len() as u64;
-        let tags = if self.any_tag { 8 * n } else { 0 };
-        let offsets = if self.same_len.is_some() { 0 } else { 4 * n };
+        let n = self.props.num_entries;
+        let tags = 8 * self.trailers.len() as u64;
+        let offsets = 4 * self.value_offsets.len() as u64;
         let starts = if n > self.starts.len() as u64 {
             4 * self.starts.len() as u64
         } else {

@@ -105,6 +105,29 @@ impl PackedFooter {
     }
 }
 
+impl PackedFooter {
+    /// The bytes of section `s` in `data` (the whole file; `decode`
+    /// checked that every section lies before the footer).
+    pub(super) fn section<'a>(&self, data: &'a [u8], s: Section) -> &'a [u8] {
+        let h = self.sections[s as usize];
+        &data[h.offset as usize..(h.offset + h.size) as usize]
+    }
+
+    /// Checks section `s`'s checksum; the error says what mismatched.
+    pub(super) fn check(&self, data: &[u8], s: Section) -> std::result::Result<(), String> {
+        let h = self.sections[s as usize];
+        let actual = section_crc(self.section(data, s));
+        if actual == h.crc {
+            Ok(())
+        } else {
+            Err(format!(
+                "checksum mismatch over {} bytes: stored {:#010x}, computed {actual:#010x}",
+                h.size, h.crc
+            ))
+        }
+    }
+}
+
 /// True when the file's last eight bytes (`tail`) are the packed magic.
 pub(crate) fn is_packed_table(tail: &[u8; 8]) -> bool {
     u64::from_le_bytes(*tail) == PACKED_TABLE_MAGIC

@@ -18,7 +18,7 @@ use crate::sst::block::Block;
 use crate::sst::{TableEntry, TableProperties};
 use crate::util::coding::decode_fixed64;
 
-use super::footer::{section_crc, PackedFooter, PACKED_FOOTER_BYTES};
+use super::footer::{PackedFooter, PACKED_FOOTER_BYTES};
 use super::index::KeyIndex;
 use super::{
     PackedKeyKind, PackedTableIterator, Section, ValueLayout, FLAG_STARTS, FLAG_TAGS, HEADER_BYTES,
@@ -109,11 +109,7 @@ impl PackedTableReader {
         }
         let footer_offset = data.len() - PACKED_FOOTER_BYTES;
         let footer = PackedFooter::decode(&data[footer_offset..], &name, footer_offset as u64)?;
-        let section = |s: Section| {
-            let h = footer.sections[s as usize];
-            // Decode checked that every section ends before the footer.
-            data.slice(h.offset as usize..(h.offset + h.size) as usize)
-        };
+        let section = |s: Section| data.slice_ref(footer.section(&data, s));
         let corrupt = |s: Section, what: String| {
             Error::corruption(
                 &*name,
@@ -121,20 +117,7 @@ impl PackedTableReader {
                 format!("packed table {} section: {what}", s.name()),
             )
         };
-        let verify = |s: Section| -> Result<()> {
-            let h = footer.sections[s as usize];
-            let actual = section_crc(&section(s));
-            if actual != h.crc {
-                return Err(corrupt(
-                    s,
-                    format!(
-                        "checksum mismatch over {} bytes: stored {:#010x}, computed {actual:#010x}",
-                        h.size, h.crc
-                    ),
-                ));
-            }
-            Ok(())
-        };
+        let verify = |s: Section| footer.check(&data, s).map_err(|what| corrupt(s, what));
         // The header and the properties are small and needed now.
         verify(Section::Header)?;
         verify(Section::Properties)?;
@@ -178,13 +161,7 @@ impl PackedTableReader {
             footer.sections[Section::Properties as usize].offset,
         )?;
         let props = TableProperties::decode(&props_block)?;
-        if props.comparator != comparator.name() {
-            return Err(Error::invalid_argument(format!(
-                "{name}: table was written with comparator {:?}, opened with {:?}",
-                props.comparator,
-                comparator.name()
-            )));
-        }
+        props.check_comparator(&name, &*comparator)?;
         if props.num_entries != n as u64 {
             return Err(corrupt(
                 Section::Properties,
@@ -229,8 +206,11 @@ impl PackedTableReader {
             }
         }
         if !lazy_checksums {
+            // The header and the properties were checked above.
             for s in Section::ALL {
-                verify(s)?;
+                if !matches!(s, Section::Header | Section::Properties) {
+                    verify(s)?;
+                }
             }
         }
         let bytewise = comparator.builtin_order() == Some(BuiltinOrder::Bytewise);
@@ -282,8 +262,12 @@ impl PackedTableReader {
             .iter()
             .map(|&s| {
                 let h = self.footer.sections[s as usize];
-                let bytes = &self.data[h.offset as usize..(h.offset + h.size) as usize];
-                (s.name(), h.offset, h.size, section_crc(bytes) == h.crc)
+                (
+                    s.name(),
+                    h.offset,
+                    h.size,
+                    self.footer.check(&self.data, s).is_ok(),
+                )
             })
             .collect()
     }
@@ -328,20 +312,7 @@ impl PackedTableReader {
         }
         self.checked[s as usize]
             .get_or_init(|| {
-                let h = self.footer.sections[s as usize];
-                let bytes = &self.data[h.offset as usize..(h.offset + h.size) as usize];
-                let actual = section_crc(bytes);
-                if actual == h.crc {
-                    Ok(())
-                } else {
-                    Err(self.corrupt(
-                        s,
-                        format!(
-                            "checksum mismatch over {} bytes: stored {:#010x}, computed {actual:#010x}",
-                            h.size, h.crc
-                        ),
-                    ))
-                }
+                (self.footer.check(&self.data, s)).map_err(|what| self.corrupt(s, what))
             })
             .clone()
     }
@@ -520,14 +491,13 @@ impl PackedTableReader {
     /// and the table's facts say what it is: then sequence 0 stands in).
     #[inline]
     fn find_entry(&self, lookup: &[u8], need_tag: bool) -> Result<Option<(usize, u64)>> {
-        self.ensure(Section::KeyIndex)?;
+        self.ensure_read_sections()?;
         let user_key = extract_user_key(lookup);
         let id = match self.index.find(user_key, &*self.user_cmp) {
             Ok(Some(id)) => id,
             Ok(None) => return Ok(None),
             Err(w) => return Err(self.corrupt(Section::KeyIndex, w)),
         };
-        self.ensure_read_sections()?;
         let target = decode_fixed64(&lookup[lookup.len() - TRAILER_BYTES..]).unwrap_or(0);
         if !need_tag && self.single_values && target >> 8 >= self.max_sequence {
             if id >= self.n {
