@@ -234,11 +234,12 @@ impl DbInner {
 
 /// Inserts a batch's records with sequence numbers from `first_seq`.
 pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch, first_seq: u64) {
+    let mut writer = mem.writer();
     for (i, record) in batch.iter().enumerate() {
         let seq = first_seq + i as u64;
         match record {
-            Ok(BatchRecord::Put(k, v)) => mem.add(seq, crate::key::ValueKind::Value, k, v),
-            Ok(BatchRecord::Delete(k)) => mem.add(seq, crate::key::ValueKind::Deletion, k, &[]),
+            Ok(BatchRecord::Put(k, v)) => writer.add(seq, crate::key::ValueKind::Value, k, v),
+            Ok(BatchRecord::Delete(k)) => writer.add(seq, crate::key::ValueKind::Deletion, k, &[]),
             // Batches are validated when built or decoded from a log.
             Err(what) => unreachable!("validated batch is malformed: {what}"),
         }

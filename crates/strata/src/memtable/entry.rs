@@ -10,7 +10,11 @@
 
 use std::cmp::Ordering;
 
-use crate::key::{Comparator, InternalKeyComparator};
+use crate::key::prefix_search::key_prefix;
+use crate::key::{
+    compare_internal, extract_user_key, BuiltinOrder, BytewiseComparator, Comparator,
+    InternalKeyComparator, ReverseBytewiseComparator,
+};
 use crate::util::coding::{decode_varint32, VARINT32_BYTES_MAX};
 
 use super::skiplist::EntryOrder;
@@ -43,7 +47,13 @@ impl Varint32 {
 }
 
 /// Reads one varint32-length-prefixed slice: (slice, rest).
+#[inline]
 fn split_prefixed(src: &[u8]) -> (&[u8], &[u8]) {
+    // Keys and small values have a one-byte length.
+    if let Some((&len, rest)) = src.split_first().filter(|(&b, _)| b < 0x80) {
+        let (bytes, rest) = rest.split_at(len as usize);
+        return (bytes, rest);
+    }
     let (len, used) = decode_varint32(src).expect("memtable entry: bad length");
     let end = used + len as usize;
     let bytes = src.get(used..end).expect("memtable entry: truncated");
@@ -63,17 +73,46 @@ pub(super) fn decode_entry(entry: &[u8]) -> (&[u8], &[u8]) {
     (key, value)
 }
 
-/// Orders entries by their internal keys.
+/// Orders entries by their internal keys. Under a built-in user order the
+/// comparison is inlined (no call through the comparator's trait object).
 #[derive(Debug)]
-pub(super) struct InternalKeyOrder(pub(super) InternalKeyComparator);
+pub(super) struct InternalKeyOrder {
+    pub(super) cmp: InternalKeyComparator,
+    builtin: Option<BuiltinOrder>,
+}
+
+impl InternalKeyOrder {
+    pub(super) fn new(cmp: InternalKeyComparator) -> InternalKeyOrder {
+        let builtin = cmp.user_comparator().builtin_order();
+        InternalKeyOrder { cmp, builtin }
+    }
+}
 
 impl EntryOrder for InternalKeyOrder {
+    #[inline]
     fn key<'a>(&self, entry: &'a [u8]) -> &'a [u8] {
         entry_key(entry)
     }
 
+    #[inline]
     fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
-        self.0.compare(a, b)
+        match self.builtin {
+            Some(order) => {
+                // The 8-byte prefixes decide most comparisons without a
+                // `memcmp` call (they are monotone in bytewise order).
+                let pa = key_prefix(extract_user_key(a));
+                let pb = key_prefix(extract_user_key(b));
+                match order {
+                    BuiltinOrder::Bytewise if pa != pb => pa.cmp(&pb),
+                    BuiltinOrder::ReverseBytewise if pa != pb => pb.cmp(&pa),
+                    BuiltinOrder::Bytewise => compare_internal(&BytewiseComparator, a, b),
+                    BuiltinOrder::ReverseBytewise => {
+                        compare_internal(&ReverseBytewiseComparator, a, b)
+                    }
+                }
+            }
+            None => self.cmp.compare(a, b),
+        }
     }
 }
 

@@ -37,7 +37,7 @@ use crate::key::{
 use crate::limits::{KEY_SIZE_BYTES_MAX, VALUE_SIZE_BYTES_MAX};
 
 use entry::{decode_entry, InternalKeyOrder, Varint32};
-use skiplist::SkipList;
+use skiplist::{ListWriter, SkipList};
 
 pub use iter::MemTableIterator;
 
@@ -68,7 +68,7 @@ impl MemTable {
     /// An empty memtable ordered by `cmp`.
     pub fn new(cmp: InternalKeyComparator) -> MemTable {
         MemTable {
-            list: SkipList::new(InternalKeyOrder(cmp)),
+            list: SkipList::new(InternalKeyOrder::new(cmp)),
             num_deletes: AtomicUsize::new(0),
             first_sequence: AtomicU64::new(u64::MAX),
             largest_sequence: AtomicU64::new(0),
@@ -77,34 +77,27 @@ impl MemTable {
 
     /// The comparator entries are ordered by.
     pub fn comparator(&self) -> &InternalKeyComparator {
-        &self.list.order().0
+        &self.list.order().cmp
     }
 
     /// Adds a version of `user_key`. `seq` must be unique in this memtable
     /// and at most [`MAX_SEQUENCE_NUMBER`]; key and value must be within
     /// [`crate::limits`]. Concurrent calls are serialized internally.
+    #[cfg(test)]
     pub fn add(&self, seq: SequenceNumber, kind: ValueKind, user_key: &[u8], value: &[u8]) {
-        assert!(seq <= MAX_SEQUENCE_NUMBER, "sequence {seq} too large");
-        assert!(user_key.len() <= KEY_SIZE_BYTES_MAX, "key too large");
-        assert!(value.len() <= VALUE_SIZE_BYTES_MAX, "value too large");
-        // Both fit in u32 by the limits above.
-        let key_len = Varint32::new((user_key.len() + TRAILER_BYTES) as u32);
-        let trailer = pack_trailer(seq, kind).to_le_bytes();
-        let value_len = Varint32::new(value.len() as u32);
-        self.list.insert(&[
-            key_len.as_bytes(),
-            user_key,
-            &trailer,
-            value_len.as_bytes(),
-            value,
-        ]);
-        if kind == ValueKind::Deletion {
-            self.num_deletes.fetch_add(1, Ordering::Relaxed);
+        self.writer().add(seq, kind, user_key, value);
+    }
+
+    /// Takes the writer lock for a run of adds (a write batch, a write
+    /// group): one lock, and each insert starts from where the last one went.
+    pub(crate) fn writer(&self) -> MemTableWriter<'_> {
+        MemTableWriter {
+            mem: self,
+            list: self.list.writer(),
+            deletes: 0,
+            min_seq: u64::MAX,
+            max_seq: 0,
         }
-        // Largest first, and Release/Acquire on `first_sequence`: a reader
-        // that sees a first sequence also sees a largest one.
-        self.largest_sequence.fetch_max(seq, Ordering::Relaxed);
-        self.first_sequence.fetch_min(seq, Ordering::Release);
     }
 
     /// The newest version of `user_key` with sequence <= `seq`, or `None` if
@@ -162,6 +155,62 @@ impl MemTable {
     pub fn largest_sequence(&self) -> Option<SequenceNumber> {
         self.first_sequence()?;
         Some(self.largest_sequence.load(Ordering::Relaxed))
+    }
+}
+
+/// The writer lock of a [`MemTable`]; see [`MemTable::writer`]. Each entry
+/// is visible to readers as soon as its `add` returns; the memtable's
+/// counters are brought up to date when the writer drops.
+pub(crate) struct MemTableWriter<'a> {
+    mem: &'a MemTable,
+    list: ListWriter<'a, InternalKeyOrder>,
+    deletes: usize,
+    min_seq: SequenceNumber,
+    max_seq: SequenceNumber,
+}
+
+impl MemTableWriter<'_> {
+    /// As [`MemTable::add`].
+    pub(crate) fn add(
+        &mut self,
+        seq: SequenceNumber,
+        kind: ValueKind,
+        user_key: &[u8],
+        value: &[u8],
+    ) {
+        assert!(seq <= MAX_SEQUENCE_NUMBER, "sequence {seq} too large");
+        assert!(user_key.len() <= KEY_SIZE_BYTES_MAX, "key too large");
+        assert!(value.len() <= VALUE_SIZE_BYTES_MAX, "value too large");
+        // Both fit in u32 by the limits above.
+        let key_len = Varint32::new((user_key.len() + TRAILER_BYTES) as u32);
+        let trailer = pack_trailer(seq, kind).to_le_bytes();
+        let value_len = Varint32::new(value.len() as u32);
+        self.list.insert(&[
+            key_len.as_bytes(),
+            user_key,
+            &trailer,
+            value_len.as_bytes(),
+            value,
+        ]);
+        self.deletes += usize::from(kind == ValueKind::Deletion);
+        self.min_seq = self.min_seq.min(seq);
+        self.max_seq = self.max_seq.max(seq);
+    }
+}
+
+impl Drop for MemTableWriter<'_> {
+    fn drop(&mut self) {
+        if self.min_seq == u64::MAX {
+            return; // nothing added
+        }
+        let mem = self.mem;
+        mem.num_deletes.fetch_add(self.deletes, Ordering::Relaxed);
+        // Largest first, and Release/Acquire on `first_sequence`: a reader
+        // that sees a first sequence also sees a largest one.
+        mem.largest_sequence
+            .fetch_max(self.max_seq, Ordering::Relaxed);
+        mem.first_sequence
+            .fetch_min(self.min_seq, Ordering::Release);
     }
 }
 
