@@ -32,6 +32,10 @@ pub(crate) struct Writer {
     pub(crate) sync: bool,
     pub(crate) disable_wal: bool,
     pub(crate) cv: Condvar,
+    /// Bumped (under the database mutex) whenever the writer is finished or
+    /// made the queue's front, so a waiting writer can spin on it before it
+    /// sleeps on `cv`.
+    pub(crate) wakeups: std::sync::atomic::AtomicU32,
 }
 
 pub(crate) struct WriterSlot {

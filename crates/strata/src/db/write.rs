@@ -7,6 +7,7 @@
 //! the leader touches the log and inserts into the memtable, so the
 //! memtable's single-writer contract holds.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +20,29 @@ use crate::wal::LogWriter;
 use super::filename::log_file_name;
 use super::inner::{DbInner, DbState, ImmMemTable, Writer, WriterSlot};
 use super::write_batch::{BatchRecord, WriteBatch};
+
+/// How long a waiting writer watches for its turn or its result before it
+/// sleeps.
+const WRITER_SPIN: Duration = Duration::from_micros(50);
+
+/// Returns once `counter` differs from `seen`, or after [`WRITER_SPIN`]:
+/// a short busy wait, then yields to other threads (the leader may need
+/// this core).
+fn await_change(counter: &AtomicU32, seen: u32) {
+    for _ in 0..64 {
+        if counter.load(Ordering::Acquire) != seen {
+            return;
+        }
+        std::hint::spin_loop();
+    }
+    let start = std::time::Instant::now();
+    while start.elapsed() < WRITER_SPIN {
+        if counter.load(Ordering::Acquire) != seen {
+            return;
+        }
+        std::thread::yield_now();
+    }
+}
 
 /// Largest group a leader builds, in bytes of batch encoding.
 const GROUP_BYTES_MAX: usize = 1 << 20;
@@ -53,6 +77,7 @@ impl DbInner {
             sync,
             disable_wal,
             cv: Condvar::new(),
+            wakeups: AtomicU32::new(0),
         });
         let mut st = self.state.lock();
         st.writers.push_back(w.clone());
@@ -66,7 +91,17 @@ impl DbInner {
             if st.writers.front().is_some_and(|f| Arc::ptr_eq(f, &w)) {
                 break;
             }
-            w.cv.wait(&mut st);
+            // A group is usually done in microseconds, less than a sleep
+            // and a wake-up cost: watch for the change without the lock
+            // first (RocksDB's writers spin and yield the same way), and
+            // sleep only if it does not come.
+            let seen = w.wakeups.load(Ordering::Acquire);
+            MutexGuard::unlocked(&mut st, || await_change(&w.wakeups, seen));
+            // Changes are made under the lock, so one not seen now is
+            // followed by a notify that the wait below receives.
+            if w.wakeups.load(Ordering::Acquire) == seen {
+                w.cv.wait(&mut st);
+            }
         }
         // This writer leads.
         let mut result = self.make_room_for_write(&mut st, force);
@@ -84,10 +119,12 @@ impl DbInner {
                 let mut slot = done.slot.lock();
                 slot.done = true;
                 slot.result = result.clone();
+                done.wakeups.fetch_add(1, Ordering::Release);
                 done.cv.notify_one();
             }
         }
         if let Some(next) = st.writers.front() {
+            next.wakeups.fetch_add(1, Ordering::Release);
             next.cv.notify_one();
         }
         result
