@@ -117,8 +117,18 @@ fn toml_value(name: &str, v: &Bound<'_, PyAny>) -> PyResult<toml::Value> {
     if let Ok(s) = v.extract::<String>() {
         return Ok(toml::Value::String(s));
     }
+    // A table of the options file, e.g. `packed_table_factory={"from_level": 1}`.
+    if let Ok(d) = v.cast::<PyDict>() {
+        let mut table = toml::Table::new();
+        for (k, v) in d.iter() {
+            let key: String = k.extract()?;
+            let value = toml_value(&format!("{name}.{key}"), &v)?;
+            table.insert(key, value);
+        }
+        return Ok(toml::Value::Table(table));
+    }
     Err(PyTypeError::new_err(format!(
-        "option {name}: expected bool, int, float or str, got {}",
+        "option {name}: expected bool, int, float, str or dict, got {}",
         v.get_type().name()?
     )))
 }

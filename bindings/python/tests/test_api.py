@@ -234,3 +234,15 @@ def test_close_with_live_iterator(tmp_path):
     gc.collect()
     with strata_kv.DB(path) as again:
         assert again[b"3"] == b"v"
+
+
+def test_packed_tables_by_table_option(tmp_path):
+    path = tmp_path / "packed"
+    with strata_kv.DB(path, packed_table_factory={"from_level": 0}) as db:
+        for i in range(1000):
+            db.put(i.to_bytes(8, "big"), b"v%d" % i)
+        db.flush()
+        assert db[(500).to_bytes(8, "big")] == b"v500"
+    assert "[packed_table_factory]" in (path / "OPTIONS").read_text()
+    with pytest.raises(TypeError, match="from_levle"):
+        strata_kv.DB(tmp_path / "bad", packed_table_factory={"from_levle": 1})
