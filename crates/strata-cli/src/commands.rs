@@ -187,6 +187,12 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             db.compact_range(from, to)?;
             Outcome::Done
         }
+        Command::Checkpoint { path } => {
+            let db = open_db(cli)?;
+            strata::checkpoint::Checkpoint::new(&db)?.create_checkpoint(path)?;
+            writeln!(out, "checkpoint written to {}", path.display())?;
+            Outcome::Done
+        }
         Command::Manifest => {
             let Some(dir) = &cli.db else {
                 return usage("manifest needs --db PATH");

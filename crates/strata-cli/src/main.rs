@@ -90,6 +90,13 @@ pub enum Command {
         #[arg(long)]
         to: Option<String>,
     },
+    /// Write a checkpoint of the database into the new directory PATH: an
+    /// openable copy, table files hard-linked. Opens the database for
+    /// writing (its memtable is flushed first), so not while another
+    /// process holds it; that process can make one with
+    /// `strata_kv::checkpoint::Checkpoint`.
+    #[command(after_help = "Example: strata --db /tmp/db checkpoint /tmp/db-copy")]
+    Checkpoint { path: std::path::PathBuf },
     /// Every version edit of the database's manifest (reads only the
     /// files, so it works on a database another process holds).
     #[command(after_help = "Example: strata --db /tmp/db manifest")]

@@ -293,3 +293,29 @@ fn options_come_from_the_database_or_a_file() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(&file);
 }
+
+#[test]
+fn checkpoint_makes_an_openable_copy() {
+    let dir = temp("checkpoint");
+    let db = dir.join("db");
+    build(&db, false);
+    let db_s = db.to_str().unwrap();
+    ok(&["--db", db_s, "put", "unflushed", "yes"]);
+    let copy = dir.join("copy");
+    let copy_s = copy.to_str().unwrap();
+    let out = ok(&["--db", db_s, "checkpoint", copy_s]);
+    assert!(out.contains("checkpoint written"), "{out}");
+    assert_eq!(ok(&["--db", copy_s, "get", "k007"]), "v007\n");
+    assert_eq!(ok(&["--db", copy_s, "get", "unflushed"]), "yes\n");
+    assert_eq!(
+        ok(&["--db", copy_s, "scan"]),
+        ok(&["--db", db_s, "scan"]),
+        "the copy holds what the source holds"
+    );
+    ok(&["--db", copy_s, "verify"]);
+    // A second checkpoint into the same directory is refused, with the reason.
+    let (code, _, err) = status(&["--db", db_s, "checkpoint", copy_s]);
+    assert_ne!(code, 0);
+    assert!(err.contains("already exists"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -32,6 +32,11 @@
 #![warn(missing_docs)]
 
 pub mod cache;
+/// Checkpoints: consistent, openable copies of a live database
+/// ([`checkpoint::Checkpoint`], the `rocksdb` crate's module and names).
+pub mod checkpoint {
+    pub use crate::db::checkpoint::Checkpoint;
+}
 pub(crate) mod compression;
 pub(crate) mod db;
 pub mod dump;

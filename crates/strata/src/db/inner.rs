@@ -89,6 +89,9 @@ pub(crate) struct DbState {
     /// database flushes the memtables, or such writes would be lost by a
     /// clean close (RocksDB's `has_unpersisted_data_`).
     pub(crate) unpersisted_data: bool,
+    /// Checkpoints in progress: while nonzero no file is deleted (RocksDB's
+    /// `DisableFileDeletions`), so the logs a checkpoint copies stay.
+    pub(crate) file_deletions_disabled: usize,
 }
 
 pub(crate) use super::compaction::stats::LevelStats;
@@ -178,7 +181,11 @@ impl DbInner {
     pub(crate) fn delete_obsolete_files(&self, st: &mut DbState) {
         // A read-only open sees another process's files: none is its to
         // delete.
-        if self.read_only || st.bg_error.is_some() || st.versions.manifest_failed() {
+        if self.read_only
+            || st.bg_error.is_some()
+            || st.versions.manifest_failed()
+            || st.file_deletions_disabled > 0
+        {
             return;
         }
         let live = Self::live_file_numbers(st);

@@ -194,6 +194,7 @@ fn build(
             user_bytes: 0,
             unpersisted_data: false,
             wal_bytes: 0,
+            file_deletions_disabled: 0,
         }),
         bg_done: Condvar::new(),
         bg_work: Condvar::new(),

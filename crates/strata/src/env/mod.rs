@@ -96,6 +96,28 @@ pub trait FileSystem: Send + Sync + Debug {
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
     /// Makes the directory entries of `dir` (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> Result<()>;
+
+    /// Makes `to` a new name of the existing file `from` (a hard link), or,
+    /// where that cannot be done (another file system, no links), a synced
+    /// copy of it. `to` must not exist. The default copies.
+    fn link_or_copy(&self, from: &Path, to: &Path) -> Result<()> {
+        copy_file(self, from, to)
+    }
+}
+
+/// Copies the whole of `from` to a new file `to` and syncs it.
+pub(crate) fn copy_file<F: FileSystem + ?Sized>(fs: &F, from: &Path, to: &Path) -> Result<()> {
+    let mut src = fs.open_sequential(from)?;
+    let mut dst = fs.create(to)?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = src.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        dst.append(&buf[..n])?;
+    }
+    dst.sync()
 }
 
 /// Reads a whole file into memory. For small files (CURRENT, OPTIONS).

@@ -295,4 +295,22 @@ impl FileSystem for PosixFileSystem {
         let d = File::open(dir).map_err(|e| io_err("open directory", dir, e))?;
         d.sync_all().map_err(|e| io_err("sync directory", dir, e))
     }
+
+    fn link_or_copy(&self, from: &Path, to: &Path) -> Result<()> {
+        match std::fs::hard_link(from, to) {
+            Ok(()) => Ok(()),
+            // Another file system, or one without links: copy.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::CrossesDevices
+                        | std::io::ErrorKind::Unsupported
+                        | std::io::ErrorKind::PermissionDenied
+                ) =>
+            {
+                super::copy_file(self, from, to)
+            }
+            Err(e) => Err(io_err("link", from, e)),
+        }
+    }
 }

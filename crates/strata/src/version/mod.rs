@@ -34,8 +34,8 @@ mod version;
 pub use builder::VersionBuilder;
 pub use edit::{NewFile, VersionEdit};
 pub use file_meta::FileMetaData;
-pub(crate) use set::read_current;
 pub use set::{add_live_files, VersionSet};
+pub(crate) use set::{read_current, snapshot_edit, write_checkpoint_manifest};
 pub use version::Version;
 
 /// Number of levels in the tree: level 0 (flushed memtables) to level 6.

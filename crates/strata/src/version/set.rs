@@ -289,7 +289,6 @@ impl VersionSet {
 
     /// The next file number [`new_file_number`](Self::new_file_number)
     /// will hand out.
-    #[cfg(test)]
     pub fn next_file_number(&self) -> u64 {
         self.next_file_number
     }
@@ -340,8 +339,20 @@ pub fn add_live_files(version: &Version, live: &mut HashSet<u64>) {
     live.extend(version.all_files().map(|f| f.number));
 }
 
+/// Writes, in another directory `dir`, manifest `number` holding `edit`
+/// (a [`snapshot_edit`]) and a CURRENT naming it: the manifest of a
+/// checkpoint. Synced.
+pub(crate) fn write_checkpoint_manifest(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    number: u64,
+    edit: &VersionEdit,
+) -> Result<()> {
+    write_new_manifest(fs, dir, number, &[edit]).map(drop)
+}
+
 /// An edit that rebuilds the whole state from an empty version.
-fn snapshot_edit(
+pub(crate) fn snapshot_edit(
     comparator_name: &str,
     version: &Version,
     log_number: u64,

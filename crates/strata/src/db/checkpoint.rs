@@ -1,0 +1,179 @@
+//! Checkpoints: an openable copy of a live database, made while writes go
+//! on (RocksDB's `Checkpoint`, with the `rocksdb` crate's names).
+//!
+//! How a checkpoint is made:
+//! 1. The memtable is flushed (not on a read-only handle), so the logs to
+//!    copy are short.
+//! 2. Under the database mutex: file deletions are paused (RocksDB's
+//!    `DisableFileDeletions`), and the current version, its log number,
+//!    the next file number and the last sequence are taken together, with
+//!    a file number reserved for the checkpoint's manifest.
+//! 3. Without the mutex: every table of that version is hard-linked into
+//!    the new directory (copied where links cannot be made); the logs from
+//!    that log number on that existed at step 2 are copied as they are now
+//!    (a log still being written gives a prefix of its records, which
+//!    recovery reads up to its last whole record); OPTIONS is copied; a new
+//!    manifest holding the version as one snapshot edit is written, then
+//!    CURRENT naming it, all synced.
+//! 4. Deletions resume.
+//!
+//! What the checkpoint holds is therefore a prefix of the database's
+//! writes: everything acknowledged before the checkpoint began (writes made
+//! with the log disabled and not yet flushed excepted, as after a crash),
+//! and perhaps some writes made during it. Table files are shared with
+//! the source through hard links: they are never modified, only deleted,
+//! and a link keeps the data for the checkpoint.
+
+use std::path::Path;
+
+use super::filename::{
+    log_file_name, options_file_name, parse_file_name, table_file_name, FileType,
+};
+use super::inner::DbInner;
+use super::DB;
+use crate::env::copy_file;
+use crate::error::{Error, Result};
+use crate::version::{snapshot_edit, write_checkpoint_manifest};
+
+/// Makes checkpoints of a database: consistent, openable copies of it in
+/// another directory, taken while it is being written.
+///
+/// ```
+/// use strata_kv::checkpoint::Checkpoint;
+/// use strata_kv::{Options, DB};
+///
+/// let dir = std::env::temp_dir().join(format!("strata-doc-checkpoint-{}", std::process::id()));
+/// let _ = std::fs::remove_dir_all(&dir);
+/// let mut opts = Options::default();
+/// opts.create_if_missing(true);
+/// let db = DB::open(&opts, dir.join("db"))?;
+/// db.put(b"key", b"value")?;
+/// Checkpoint::new(&db)?.create_checkpoint(dir.join("copy"))?;
+/// let copy = DB::open(&opts, dir.join("copy"))?;
+/// assert_eq!(copy.get(b"key")?.as_deref(), Some(&b"value"[..]));
+/// # drop((db, copy));
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), strata_kv::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Checkpoint<'db> {
+    db: &'db DB,
+}
+
+impl<'db> Checkpoint<'db> {
+    /// A checkpoint maker for `db`.
+    pub fn new(db: &'db DB) -> Result<Checkpoint<'db>> {
+        Ok(Checkpoint { db })
+    }
+
+    /// Writes a checkpoint of the database into the new directory `path`
+    /// (its parent must exist or be creatable). Errors: `InvalidArgument`
+    /// if `path` exists; the database's background error if it has one;
+    /// I/O errors, after which the partial directory is removed.
+    pub fn create_checkpoint<P: AsRef<Path>>(&self, path: P) -> Result<()> {
+        let dir = path.as_ref();
+        let inner = &*self.db.inner;
+        if inner.fs.exists(dir) {
+            return Err(Error::invalid_argument(format!(
+                "checkpoint directory {} already exists",
+                dir.display()
+            )));
+        }
+        if !inner.read_only {
+            self.db.flush()?;
+        }
+        let pause = DeletionPause::new(inner)?;
+        let result = make_checkpoint(inner, &pause, dir);
+        drop(pause);
+        if result.is_err() {
+            // Leave nothing that looks like a database behind.
+            if let Ok(names) = inner.fs.list(dir) {
+                for name in names {
+                    let _ = inner.fs.remove(&dir.join(name));
+                }
+            }
+            let _ = inner.fs.remove_dir(dir);
+        }
+        result
+    }
+}
+
+/// What the checkpoint copies, taken under the database mutex, with file
+/// deletions paused until it drops.
+struct DeletionPause<'a> {
+    inner: &'a DbInner,
+    version: std::sync::Arc<crate::version::Version>,
+    log_number: u64,
+    manifest_number: u64,
+    next_file_number: u64,
+    last_sequence: u64,
+}
+
+impl<'a> DeletionPause<'a> {
+    fn new(inner: &'a DbInner) -> Result<DeletionPause<'a>> {
+        let mut st = inner.state.lock();
+        if let Some(e) = &st.bg_error {
+            return Err(e.clone());
+        }
+        st.file_deletions_disabled += 1;
+        let manifest_number = st.versions.new_file_number();
+        Ok(DeletionPause {
+            inner,
+            version: st.versions.current(),
+            log_number: st.versions.log_number(),
+            manifest_number,
+            next_file_number: st.versions.next_file_number(),
+            last_sequence: st.versions.last_sequence(),
+        })
+    }
+}
+
+impl Drop for DeletionPause<'_> {
+    fn drop(&mut self) {
+        let mut st = self.inner.state.lock();
+        st.file_deletions_disabled -= 1;
+        self.inner.delete_obsolete_files(&mut st);
+    }
+}
+
+fn make_checkpoint(inner: &DbInner, p: &DeletionPause<'_>, dir: &Path) -> Result<()> {
+    let fs = inner.fs.as_ref();
+    fs.create_dir_all(dir)?;
+    for f in p.version.all_files() {
+        fs.link_or_copy(
+            &table_file_name(&inner.dir, f.number),
+            &table_file_name(dir, f.number),
+        )?;
+    }
+    // Logs the version still needs, as they are now; not those begun after
+    // the snapshot (their numbers may be at or past `next_file_number`).
+    let mut logs: Vec<u64> = fs
+        .list(&inner.dir)?
+        .iter()
+        .filter_map(|name| parse_file_name(name))
+        .filter(|&(kind, n)| kind == FileType::Log && n >= p.log_number && n < p.next_file_number)
+        .map(|(_, n)| n)
+        .collect();
+    logs.sort_unstable();
+    for n in logs {
+        copy_file(fs, &log_file_name(&inner.dir, n), &log_file_name(dir, n))?;
+    }
+    let options = options_file_name(&inner.dir);
+    if fs.exists(&options) {
+        copy_file(fs, &options, &options_file_name(dir))?;
+    }
+    let snapshot = snapshot_edit(
+        inner.icmp.user_comparator().name(),
+        &p.version,
+        p.log_number,
+        p.next_file_number,
+        p.last_sequence,
+    );
+    debug_assert!(p.manifest_number < p.next_file_number);
+    write_checkpoint_manifest(fs, dir, p.manifest_number, &snapshot)?;
+    fs.sync_dir(dir)?;
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs.sync_dir(parent)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,199 @@
+//! Checkpoints: an openable copy of a live database, taken while writes go
+//! on, holding exactly a prefix of the writes.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use strata_kv::checkpoint::Checkpoint;
+use strata_kv::{Error, IteratorMode, Options, WriteOptions, DB};
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("strata-ckpt-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn options() -> Options {
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.set_write_buffer_size(64 << 10);
+    opts.set_target_file_size_base(64 << 10);
+    opts.set_max_bytes_for_level_base(256 << 10);
+    opts
+}
+
+fn contents(db: &DB) -> Vec<(Vec<u8>, Vec<u8>)> {
+    db.iterator(IteratorMode::Start)
+        .map(|r| {
+            let (k, v) = r.unwrap();
+            (k.to_vec(), v.to_vec())
+        })
+        .collect()
+}
+
+#[test]
+fn checkpoint_opens_with_the_same_data_and_lives_on_its_own() {
+    let tmp = TempDir::new("basic");
+    let db = DB::open(&options(), tmp.0.join("db")).unwrap();
+    for i in 0..20_000u32 {
+        db.put(format!("key{i:06}"), format!("value{i}")).unwrap();
+    }
+    db.delete(b"key000007").unwrap();
+    let unflushed = b"written just before the checkpoint";
+    db.put(b"last", unflushed).unwrap();
+    let want = contents(&db);
+    Checkpoint::new(&db)
+        .unwrap()
+        .create_checkpoint(tmp.0.join("copy"))
+        .unwrap();
+
+    // The source goes on; the copy does not see it.
+    db.put(b"after", b"x").unwrap();
+    db.compact_range(None::<&[u8]>, None::<&[u8]>).unwrap();
+    let copy = DB::open(&options(), tmp.0.join("copy")).unwrap();
+    assert_eq!(contents(&copy), want);
+    assert_eq!(copy.get(b"last").unwrap().as_deref(), Some(&unflushed[..]));
+    assert_eq!(copy.get(b"key000007").unwrap(), None);
+    assert_eq!(copy.get(b"after").unwrap(), None);
+    // And the copy takes writes of its own.
+    copy.put(b"only in the copy", b"y").unwrap();
+    assert_eq!(db.get(b"only in the copy").unwrap(), None);
+    copy.verify_checksum().unwrap();
+    drop(copy);
+    let copy = DB::open(&options(), tmp.0.join("copy")).unwrap();
+    assert_eq!(
+        copy.get(b"only in the copy").unwrap().as_deref(),
+        Some(&b"y"[..])
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn tables_are_hard_links() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = TempDir::new("links");
+    let db = DB::open(&options(), tmp.0.join("db")).unwrap();
+    for i in 0..5000u32 {
+        db.put(format!("k{i:05}"), [7u8; 100]).unwrap();
+    }
+    Checkpoint::new(&db)
+        .unwrap()
+        .create_checkpoint(tmp.0.join("copy"))
+        .unwrap();
+    let mut shared = 0;
+    for entry in std::fs::read_dir(tmp.0.join("copy")).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().into_string().unwrap();
+        if name.ends_with(".sst") {
+            let src = std::fs::metadata(tmp.0.join("db").join(&name)).unwrap();
+            assert_eq!(entry.metadata().unwrap().ino(), src.ino(), "{name}");
+            shared += 1;
+        }
+    }
+    assert!(shared > 0, "no table files in the checkpoint");
+}
+
+#[test]
+fn into_an_existing_directory_is_an_error() {
+    let tmp = TempDir::new("exists");
+    let db = DB::open(&options(), tmp.0.join("db")).unwrap();
+    db.put(b"k", b"v").unwrap();
+    let target = tmp.0.join("taken");
+    std::fs::create_dir_all(&target).unwrap();
+    std::fs::write(target.join("precious"), b"mine").unwrap();
+    let err = Checkpoint::new(&db)
+        .unwrap()
+        .create_checkpoint(&target)
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    assert!(err.to_string().contains("already exists"), "{err}");
+    assert_eq!(std::fs::read(target.join("precious")).unwrap(), b"mine");
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 1);
+}
+
+/// A writer puts keys 0, 1, 2, ... one at a time (every fourth synced)
+/// while checkpoints are taken. Each checkpoint must hold exactly keys 0..m
+/// for some m at least the number acknowledged before it began.
+#[test]
+fn checkpoint_under_writes_holds_a_prefix() {
+    let tmp = TempDir::new("prefix");
+    let db = Arc::new(DB::open(&options(), tmp.0.join("db")).unwrap());
+    let acked = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (db, acked, stop) = (db.clone(), acked.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut sync = WriteOptions::default();
+            sync.set_sync(true);
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let wo = if i.is_multiple_of(4) {
+                    sync.clone()
+                } else {
+                    WriteOptions::default()
+                };
+                db.put_opt(format!("{i:08}"), i.to_le_bytes(), &wo).unwrap();
+                i += 1;
+                acked.store(i, Ordering::Release);
+            }
+        })
+    };
+    for round in 0..5 {
+        while acked.load(Ordering::Acquire) < 2000 * (round + 1) {
+            std::thread::yield_now();
+        }
+        let before = acked.load(Ordering::Acquire);
+        let path = tmp.0.join(format!("copy{round}"));
+        Checkpoint::new(&db)
+            .unwrap()
+            .create_checkpoint(&path)
+            .unwrap();
+        let copy = DB::open(&options(), &path).unwrap();
+        let got = contents(&copy);
+        assert!(
+            got.len() as u64 >= before,
+            "round {round}: {} keys, {before} acknowledged before the checkpoint",
+            got.len()
+        );
+        for (i, (k, v)) in got.iter().enumerate() {
+            assert_eq!(
+                k,
+                format!("{i:08}").as_bytes(),
+                "round {round}: not a prefix"
+            );
+            assert_eq!(v, &(i as u64).to_le_bytes());
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+}
+
+#[test]
+fn checkpoint_of_a_read_only_handle() {
+    let tmp = TempDir::new("readonly");
+    {
+        let db = DB::open(&options(), tmp.0.join("db")).unwrap();
+        for i in 0..3000u32 {
+            db.put(format!("k{i:05}"), b"v").unwrap();
+        }
+    }
+    let ro = DB::open_for_read_only(&options(), tmp.0.join("db"), false).unwrap();
+    Checkpoint::new(&ro)
+        .unwrap()
+        .create_checkpoint(tmp.0.join("copy"))
+        .unwrap();
+    let copy = DB::open(&options(), tmp.0.join("copy")).unwrap();
+    assert_eq!(contents(&copy), contents(&ro));
+}
