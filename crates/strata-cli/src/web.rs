@@ -1,7 +1,8 @@
 //! A read-only web view of a database: the LSM's shape (each table file a
 //! box in its level, in key order, width by size, linking to a page per
 //! file), the compaction statistics, plots over time (write amplification,
-//! user and compaction write rates, table bytes, sampled every second
+//! user and compaction write rates, table bytes, point reads and iterator
+//! steps per second, flushes and compactions so far; sampled every second
 //! while the view runs), and the same data as JSON. Pages refresh
 //! themselves every few seconds.
 //!
@@ -40,6 +41,12 @@ struct Sample {
     /// Bytes flushes and compactions wrote.
     written_bytes: u64,
     table_bytes: u64,
+    /// Keys looked up by get and MultiGet.
+    point_reads: u64,
+    /// Iterator positionings and steps.
+    iterator_steps: u64,
+    flushes: u64,
+    compactions: u64,
 }
 
 /// Samples every second, oldest first.
@@ -61,6 +68,10 @@ fn sample(db: &DB, start: Instant) -> Sample {
             .map(|l| property_u64(db, &format!("strata.compaction.bytes-written-at-level{l}")))
             .sum(),
         table_bytes: property_u64(db, "rocksdb.total-sst-files-size"),
+        point_reads: property_u64(db, "strata.num-point-reads"),
+        iterator_steps: property_u64(db, "strata.num-iterator-steps"),
+        flushes: property_u64(db, "strata.num-flushes"),
+        compactions: property_u64(db, "strata.num-compactions"),
     }
 }
 
@@ -306,9 +317,10 @@ fn lsm_svg(files: &[LiveFile]) -> String {
 /// (seconds, value) pairs of one plot.
 type Points = Vec<(f64, f64)>;
 
-/// Four small line plots of the sampled history: write amplification
-/// (bytes flushed and compacted over user bytes), user and compaction
-/// write rates, and table bytes.
+/// Small line plots of the sampled history: write amplification (bytes
+/// flushed and compacted over user bytes), user and compaction write
+/// rates, table bytes, read rates (point reads, iterator steps), and the
+/// flushes and compactions done so far.
 fn plots(samples: &[Sample]) -> String {
     let rate = |f: fn(&Sample) -> u64| -> Points {
         samples
@@ -319,7 +331,18 @@ fn plots(samples: &[Sample]) -> String {
             })
             .collect()
     };
-    let series: [(&str, &str, Points); 4] = [
+    let per_sec = |f: fn(&Sample) -> u64| -> Points {
+        samples
+            .windows(2)
+            .map(|w| {
+                let dt = (w[1].at - w[0].at).max(1e-3);
+                (w[1].at, f(&w[1]).saturating_sub(f(&w[0])) as f64 / dt / 1e3)
+            })
+            .collect()
+    };
+    let total =
+        |f: fn(&Sample) -> u64| -> Points { samples.iter().map(|s| (s.at, f(s) as f64)).collect() };
+    let series: [(&str, &str, Points); 8] = [
         (
             "write-amp",
             "write amplification",
@@ -341,6 +364,22 @@ fn plots(samples: &[Sample]) -> String {
                 .iter()
                 .map(|s| (s.at, s.table_bytes as f64 / 1e6))
                 .collect(),
+        ),
+        (
+            "read-rate",
+            "point reads, thousands/s",
+            per_sec(|s| s.point_reads),
+        ),
+        (
+            "scan-rate",
+            "iterator steps, thousands/s",
+            per_sec(|s| s.iterator_steps),
+        ),
+        ("flushes", "flushes so far", total(|s| s.flushes)),
+        (
+            "compactions",
+            "compactions so far",
+            total(|s| s.compactions),
         ),
     ];
     let mut h = String::from("<div id=\"plots\">");
@@ -461,6 +500,10 @@ fn state_json(db: &DB, samples: &[Sample]) -> Result<String, String> {
                 "user_bytes": s.user_bytes,
                 "written_bytes": s.written_bytes,
                 "table_bytes": s.table_bytes,
+                "point_reads": s.point_reads,
+                "iterator_steps": s.iterator_steps,
+                "flushes": s.flushes,
+                "compactions": s.compactions,
             })
         })
         .collect();

@@ -190,6 +190,14 @@ fn plots_follow_a_database_being_written() {
     let mut i = 0u64;
     while start.elapsed() < Duration::from_millis(2500) {
         db.put(i.to_be_bytes(), [3u8; 100]).unwrap();
+        assert!(db.get((i / 2).to_be_bytes()).unwrap().is_some());
+        if i.is_multiple_of(100) {
+            let mut it = db.raw_iterator();
+            it.seek_to_first();
+            for _ in 0..10 {
+                it.next();
+            }
+        }
         i += 1;
         if i.is_multiple_of(1000) {
             std::thread::sleep(Duration::from_millis(20));
@@ -217,7 +225,25 @@ fn plots_follow_a_database_being_written() {
             > 0
     );
     let (_, home) = get(view.addr(), "/");
-    for id in ["write-amp", "user-rate", "compaction-rate", "table-bytes"] {
+    let newest = &history[history.len() - 1];
+    let reads = newest["point_reads"].as_u64().unwrap();
+    assert!(reads > 0 && reads <= i, "point reads {reads} of {i} gets");
+    let steps = newest["iterator_steps"].as_u64().unwrap();
+    assert!(
+        steps > 0 && steps <= (i / 100 + 1) * 11,
+        "iterator steps {steps}"
+    );
+    assert!(newest["flushes"].as_u64().unwrap() > 0, "{newest}");
+    for id in [
+        "write-amp",
+        "user-rate",
+        "compaction-rate",
+        "table-bytes",
+        "read-rate",
+        "scan-rate",
+        "flushes",
+        "compactions",
+    ] {
         let at = home.find(&format!("id=\"{id}\"")).expect(id);
         assert!(
             home[at..]

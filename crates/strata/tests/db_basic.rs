@@ -577,3 +577,34 @@ fn compression_names_strata_lacks_are_not_supported() {
         );
     }
 }
+
+#[test]
+fn read_and_background_counters() {
+    let fs = MemFileSystem::new();
+    let db = DB::open(&mem_opts(&fs), "/counters").unwrap();
+    let prop = |name: &str| -> u64 { db.property_value(name).unwrap().unwrap().parse().unwrap() };
+    for i in 0..10u8 {
+        db.put([i], [i]).unwrap();
+    }
+    assert_eq!(prop("strata.num-point-reads"), 0);
+    for i in 0..5u8 {
+        db.get([i]).unwrap();
+    }
+    db.multi_get([[1u8], [2], [99]]);
+    db.multi_get([[1u8]]);
+    assert_eq!(prop("strata.num-point-reads"), 5 + 3 + 1);
+    {
+        let mut it = db.raw_iterator();
+        it.seek_to_first();
+        for _ in 0..3 {
+            it.next();
+        }
+        assert_eq!(prop("rocksdb.num-iterator-steps"), 0, "counted in runs");
+    }
+    assert_eq!(prop("strata.num-iterator-steps"), 4, "added when it drops");
+    assert_eq!(prop("strata.num-flushes"), 0);
+    db.flush().unwrap();
+    assert_eq!(prop("strata.num-flushes"), 1);
+    db.compact_range(None::<&[u8]>, None::<&[u8]>).unwrap();
+    assert!(prop("strata.num-compactions") >= 1);
+}

@@ -128,6 +128,11 @@ pub(crate) struct DbInner {
     /// Opened with `DB::open_for_read_only`: no write, flush, compaction
     /// or file deletion ever happens.
     pub(crate) read_only: bool,
+    /// Keys looked up by `get` and MultiGet (property `strata.num-point-reads`).
+    pub(crate) point_reads: crate::util::counter::ShardedCounter,
+    /// Iterator positionings and steps (`strata.num-iterator-steps`),
+    /// added by each iterator in runs.
+    pub(crate) iterator_steps: crate::util::counter::ShardedCounter,
 }
 
 impl DbInner {

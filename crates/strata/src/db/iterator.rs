@@ -45,6 +45,8 @@ use super::DB;
 /// ```
 pub struct DBRawIterator<'a> {
     iter: DBIter,
+    /// Positionings and steps not yet added to the database's counter.
+    steps: u64,
     // Declared after `iter` so it drops last, when it may hold the last
     // reference to its version.
     _version: VersionRef,
@@ -64,6 +66,15 @@ impl Drop for VersionRef {
         if let Some(v) = self.version.take() {
             self.db.release_version(v);
         }
+    }
+}
+
+/// Steps an iterator counts before adding them to the database's counter.
+const STEPS_PER_ADD: u64 = 1024;
+
+impl Drop for DBRawIterator<'_> {
+    fn drop(&mut self) {
+        self.add_steps();
     }
 }
 
@@ -95,11 +106,28 @@ impl<'a> DBRawIterator<'a> {
         .with_prefix_same_as_start(ro.prefix_same_as_start && !ro.total_order_seek);
         DBRawIterator {
             iter,
+            steps: 0,
             _version: VersionRef {
                 db: db.clone(),
                 version: Some(sv.version),
             },
             _db: PhantomData,
+        }
+    }
+
+    /// Counts one positioning or step (`strata.num-iterator-steps`).
+    #[inline]
+    fn step(&mut self) {
+        self.steps += 1;
+        if self.steps >= STEPS_PER_ADD {
+            self.add_steps();
+        }
+    }
+
+    fn add_steps(&mut self) {
+        if self.steps > 0 {
+            self._version.db.iterator_steps.add(self.steps);
+            self.steps = 0;
         }
     }
 
@@ -109,28 +137,34 @@ impl<'a> DBRawIterator<'a> {
     }
     /// Positions at the first key.
     pub fn seek_to_first(&mut self) {
+        self.step();
         self.iter.seek_to_first();
     }
     /// Positions at the last key.
     pub fn seek_to_last(&mut self) {
+        self.step();
         self.iter.seek_to_last();
     }
     /// Positions at the first key >= `key`.
     pub fn seek<K: AsRef<[u8]>>(&mut self, key: K) {
+        self.step();
         self.iter.seek(key.as_ref());
     }
     /// Positions at the last key <= `key`.
     pub fn seek_for_prev<K: AsRef<[u8]>>(&mut self, key: K) {
+        self.step();
         self.iter.seek_for_prev(key.as_ref());
     }
     /// Moves to the next key.
     pub fn next(&mut self) {
+        self.step();
         if self.iter.valid() {
             self.iter.next();
         }
     }
     /// Moves to the previous key.
     pub fn prev(&mut self) {
+        self.step();
         if self.iter.valid() {
             self.iter.prev();
         }
@@ -169,6 +203,7 @@ impl<'a> DBRawIterator<'a> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn next_prefix(&mut self) {
+        self.step();
         if self.iter.valid() {
             self.iter.next_prefix();
         }
@@ -178,6 +213,7 @@ impl<'a> DBRawIterator<'a> {
     /// of the previous row. The rules of [`DBRawIterator::next_prefix`]
     /// apply.
     pub fn prev_prefix(&mut self) {
+        self.step();
         if self.iter.valid() {
             self.iter.prev_prefix();
         }

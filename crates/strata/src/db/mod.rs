@@ -359,6 +359,11 @@ impl DB {
     /// `strata.levelstats`, `strata.sstables`, `strata.num-files-at-level<N>`,
     /// `strata.total-sst-files-size`, `strata.cur-size-all-mem-tables`,
     /// `strata.estimate-num-keys`, `strata.user-bytes-written`,
+    /// `strata.num-point-reads` (keys looked up by get and MultiGet),
+    /// `strata.num-iterator-steps` (iterator positionings and steps,
+    /// counted by each iterator in runs of 1,024 and when it drops),
+    /// `strata.num-flushes`, `strata.num-compactions` (trivial moves
+    /// included),
     /// `strata.base-level`, `strata.compaction.bytes-written-at-level<N>`,
     /// `strata.compaction.bytes-moved-at-level<N>`; the `rocksdb.` prefix
     /// works too.
@@ -624,6 +629,17 @@ impl DbInner {
             }
             "stats" => Some(self.stats_string(&st, &v)),
             "user-bytes-written" => Some(st.user_bytes.to_string()),
+            "num-point-reads" => Some(self.point_reads.sum().to_string()),
+            "num-iterator-steps" => Some(self.iterator_steps.sum().to_string()),
+            // Level 0's outputs are flushes; every other level's, compactions.
+            "num-flushes" => Some(st.stats[0].count.to_string()),
+            "num-compactions" => Some(
+                st.stats[1..]
+                    .iter()
+                    .map(|s| s.count)
+                    .sum::<u64>()
+                    .to_string(),
+            ),
             "base-level" => Some(
                 compaction::level_targets(&self.opts, &v)
                     .base_level

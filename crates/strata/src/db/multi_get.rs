@@ -86,6 +86,7 @@ impl DbInner {
             [key] => return vec![self.get(key, snapshot, fill_cache)],
             _ => {}
         }
+        self.point_reads.add(keys.len() as u64);
         let sv = self.super_version();
         let r = self.multi_get_in(&sv, keys, sorted_input, snapshot, fill_cache);
         self.release_version(sv.version);

@@ -202,6 +202,8 @@ fn build(
         threads: Mutex::new(Vec::new()),
         _lock: lock,
         read_only,
+        point_reads: Default::default(),
+        iterator_steps: Default::default(),
     })
 }
 

@@ -127,6 +127,7 @@ impl DbInner {
         snapshot: Option<SequenceNumber>,
         fill_cache: bool,
     ) -> Result<Option<DBPinnableSlice>> {
+        self.point_reads.add(1);
         let sv = self.super_version();
         let r = self.get_in(&sv, key, snapshot, fill_cache);
         self.release_version(sv.version);

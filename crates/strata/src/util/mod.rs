@@ -2,5 +2,6 @@
 //! prefetch hints.
 
 pub mod coding;
+pub(crate) mod counter;
 pub mod crc;
 pub mod prefetch;
