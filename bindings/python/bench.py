@@ -50,7 +50,9 @@ class Strata:
         self.db.close()
 
 
-class RocksDict:
+class RocksDict(Strata):
+    """rocksdict in raw mode; get, scan and close as Strata's."""
+
     name = "rocksdict"
 
     def __init__(self, path):
@@ -68,20 +70,8 @@ class RocksDict:
             b.put(k, v)
         self.db.write(b)
 
-    def get(self, k):
-        return self.db.get(k)
-
     def multi_get(self, ks):
         return self.db.get(ks)
-
-    def scan(self):
-        n = 0
-        for _ in self.db.items():
-            n += 1
-        return n
-
-    def close(self):
-        self.db.close()
 
 
 class Lmdb:

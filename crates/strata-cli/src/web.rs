@@ -322,21 +322,16 @@ type Points = Vec<(f64, f64)>;
 /// rates, table bytes, read rates (point reads, iterator steps), and the
 /// flushes and compactions done so far.
 fn plots(samples: &[Sample]) -> String {
-    let rate = |f: fn(&Sample) -> u64| -> Points {
+    // Change per second of a counter, divided by `unit`.
+    let rate = |f: fn(&Sample) -> u64, unit: f64| -> Points {
         samples
             .windows(2)
             .map(|w| {
                 let dt = (w[1].at - w[0].at).max(1e-3);
-                (w[1].at, f(&w[1]).saturating_sub(f(&w[0])) as f64 / dt / 1e6)
-            })
-            .collect()
-    };
-    let per_sec = |f: fn(&Sample) -> u64| -> Points {
-        samples
-            .windows(2)
-            .map(|w| {
-                let dt = (w[1].at - w[0].at).max(1e-3);
-                (w[1].at, f(&w[1]).saturating_sub(f(&w[0])) as f64 / dt / 1e3)
+                (
+                    w[1].at,
+                    f(&w[1]).saturating_sub(f(&w[0])) as f64 / dt / unit,
+                )
             })
             .collect()
     };
@@ -351,11 +346,15 @@ fn plots(samples: &[Sample]) -> String {
                 .map(|s| (s.at, s.written_bytes as f64 / s.user_bytes.max(1) as f64))
                 .collect(),
         ),
-        ("user-rate", "user writes, MB/s", rate(|s| s.user_bytes)),
+        (
+            "user-rate",
+            "user writes, MB/s",
+            rate(|s| s.user_bytes, 1e6),
+        ),
         (
             "compaction-rate",
             "flush + compaction writes, MB/s",
-            rate(|s| s.written_bytes),
+            rate(|s| s.written_bytes, 1e6),
         ),
         (
             "table-bytes",
@@ -368,12 +367,12 @@ fn plots(samples: &[Sample]) -> String {
         (
             "read-rate",
             "point reads, thousands/s",
-            per_sec(|s| s.point_reads),
+            rate(|s| s.point_reads, 1e3),
         ),
         (
             "scan-rate",
             "iterator steps, thousands/s",
-            per_sec(|s| s.iterator_steps),
+            rate(|s| s.iterator_steps, 1e3),
         ),
         ("flushes", "flushes so far", total(|s| s.flushes)),
         (

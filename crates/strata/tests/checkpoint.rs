@@ -1,28 +1,19 @@
 //! Checkpoints: an openable copy of a live database, taken while writes go
 //! on, holding exactly a prefix of the writes.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use strata_kv::checkpoint::Checkpoint;
 use strata_kv::{Error, IteratorMode, Options, WriteOptions, DB};
 
-struct TempDir(PathBuf);
+mod common;
 
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("strata-ckpt-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A fresh directory holding the source database and its checkpoints.
+fn temp(name: &str) -> common::TempDir {
+    let t = common::TempDir::new(&format!("ckpt-{name}"));
+    std::fs::create_dir_all(&t.0).unwrap();
+    t
 }
 
 fn options() -> Options {
@@ -45,7 +36,7 @@ fn contents(db: &DB) -> Vec<(Vec<u8>, Vec<u8>)> {
 
 #[test]
 fn checkpoint_opens_with_the_same_data_and_lives_on_its_own() {
-    let tmp = TempDir::new("basic");
+    let tmp = temp("basic");
     let db = DB::open(&options(), tmp.0.join("db")).unwrap();
     for i in 0..20_000u32 {
         db.put(format!("key{i:06}"), format!("value{i}")).unwrap();
@@ -83,7 +74,7 @@ fn checkpoint_opens_with_the_same_data_and_lives_on_its_own() {
 #[test]
 fn tables_are_hard_links() {
     use std::os::unix::fs::MetadataExt;
-    let tmp = TempDir::new("links");
+    let tmp = temp("links");
     let db = DB::open(&options(), tmp.0.join("db")).unwrap();
     for i in 0..5000u32 {
         db.put(format!("k{i:05}"), [7u8; 100]).unwrap();
@@ -107,7 +98,7 @@ fn tables_are_hard_links() {
 
 #[test]
 fn into_an_existing_directory_is_an_error() {
-    let tmp = TempDir::new("exists");
+    let tmp = temp("exists");
     let db = DB::open(&options(), tmp.0.join("db")).unwrap();
     db.put(b"k", b"v").unwrap();
     let target = tmp.0.join("taken");
@@ -128,7 +119,7 @@ fn into_an_existing_directory_is_an_error() {
 /// for some m at least the number acknowledged before it began.
 #[test]
 fn checkpoint_under_writes_holds_a_prefix() {
-    let tmp = TempDir::new("prefix");
+    let tmp = temp("prefix");
     let db = Arc::new(DB::open(&options(), tmp.0.join("db")).unwrap());
     let acked = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -182,7 +173,7 @@ fn checkpoint_under_writes_holds_a_prefix() {
 
 #[test]
 fn checkpoint_of_a_read_only_handle() {
-    let tmp = TempDir::new("readonly");
+    let tmp = temp("readonly");
     {
         let db = DB::open(&options(), tmp.0.join("db")).unwrap();
         for i in 0..3000u32 {

@@ -1,7 +1,10 @@
-//! Checks shared by the integration tests.
+//! Checks and helpers shared by the integration tests.
+
+// Each test file includes this module and uses only some of it.
+#![allow(dead_code)]
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use strata_kv::env::FileSystem;
 use strata_kv::DB;
@@ -45,4 +48,27 @@ pub fn assert_files_are_live(fs: &dyn FileSystem, dir: &str, db: &DB, what: &str
     let temps = files_ending(fs, dir, ".dbtmp");
     assert!(temps.is_empty(), "{what}: temporary files left: {temps:?}");
     live.len()
+}
+
+/// A fresh directory for one test on the real file system (under
+/// `/dev/shm` where there is one), removed when dropped.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        let base = if Path::new("/dev/shm").is_dir() {
+            PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        let dir = base.join(format!("strata-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
