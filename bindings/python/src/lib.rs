@@ -102,10 +102,8 @@ const BLOCK_BASED_KEYS: &[&str] = &[
 /// Converts one keyword argument to a TOML value.
 fn toml_value(name: &str, v: &Bound<'_, PyAny>) -> PyResult<toml::Value> {
     // bool before int: Python's bool is an int.
-    if let Ok(b) = v.extract::<bool>() {
-        if v.is_instance_of::<pyo3::types::PyBool>() {
-            return Ok(toml::Value::Boolean(b));
-        }
+    if v.is_instance_of::<pyo3::types::PyBool>() {
+        return Ok(toml::Value::Boolean(v.extract()?));
     }
     if v.is_instance_of::<pyo3::types::PyInt>() {
         let i: i64 = v.extract()?;
@@ -369,13 +367,21 @@ struct RawIterator {
 }
 
 impl RawIterator {
+    /// Runs one positioning or move with the GIL released; a move
+    /// (`from_entry`) needs the iterator on an entry.
     fn step(
         &self,
         py: Python<'_>,
+        from_entry: bool,
         f: impl FnOnce(&mut DBRawIterator<'static>) + Send,
     ) -> PyResult<()> {
         let mut h = self.holder.lock();
         let it = &mut h.it;
+        if from_entry && !it.valid() {
+            return Err(InvalidArgumentError::new_err(
+                "the iterator is not on an entry (check valid() first)",
+            ));
+        }
         py.detach(|| {
             f(it);
             it.status()
@@ -403,59 +409,43 @@ impl RawIterator {
 
     /// Moves to the first key >= `key`.
     fn seek(&self, py: Python<'_>, key: &[u8]) -> PyResult<()> {
-        self.step(py, |it| it.seek(key))
+        self.step(py, false, |it| it.seek(key))
     }
 
     /// Moves to the last key <= `key`.
     fn seek_for_prev(&self, py: Python<'_>, key: &[u8]) -> PyResult<()> {
-        self.step(py, |it| it.seek_for_prev(key))
+        self.step(py, false, |it| it.seek_for_prev(key))
     }
 
     /// Moves to the first key.
     fn seek_to_first(&self, py: Python<'_>) -> PyResult<()> {
-        self.step(py, |it| it.seek_to_first())
+        self.step(py, false, |it| it.seek_to_first())
     }
 
     /// Moves to the last key.
     fn seek_to_last(&self, py: Python<'_>) -> PyResult<()> {
-        self.step(py, |it| it.seek_to_last())
+        self.step(py, false, |it| it.seek_to_last())
     }
 
     /// Moves to the next key.
     fn next(&self, py: Python<'_>) -> PyResult<()> {
-        self.check_valid()?;
-        self.step(py, |it| it.next())
+        self.step(py, true, |it| it.next())
     }
 
     /// Moves to the previous key.
     fn prev(&self, py: Python<'_>) -> PyResult<()> {
-        self.check_valid()?;
-        self.step(py, |it| it.prev())
+        self.step(py, true, |it| it.prev())
     }
 
     /// Moves to the first key whose prefix (the database's prefix extractor)
     /// differs from the current key's: skips the rest of a row's versions.
     fn next_prefix(&self, py: Python<'_>) -> PyResult<()> {
-        self.check_valid()?;
-        self.step(py, |it| it.next_prefix())
+        self.step(py, true, |it| it.next_prefix())
     }
 
     /// Moves to the last key of the previous prefix.
     fn prev_prefix(&self, py: Python<'_>) -> PyResult<()> {
-        self.check_valid()?;
-        self.step(py, |it| it.prev_prefix())
-    }
-}
-
-impl RawIterator {
-    fn check_valid(&self) -> PyResult<()> {
-        if self.holder.lock().it.valid() {
-            Ok(())
-        } else {
-            Err(InvalidArgumentError::new_err(
-                "the iterator is not on an entry (check valid() first)",
-            ))
-        }
+        self.step(py, true, |it| it.prev_prefix())
     }
 }
 
@@ -574,11 +564,13 @@ impl PySnapshot {
     }
 
     /// Values of `keys` as of the snapshot (None where absent), in order.
-    fn multi_get(&self, py: Python<'_>, keys: Vec<Vec<u8>>) -> PyResult<Vec<Option<Py<PyBytes>>>> {
+    fn multi_get(
+        &self,
+        py: Python<'_>,
+        keys: Vec<Bound<'_, PyBytes>>,
+    ) -> PyResult<Vec<Option<Py<PyBytes>>>> {
         let h = self.holder()?;
-        let ro = h.read_options();
-        let got = py.detach(|| h.db.batched_multi_get_opt(keys.iter(), false, &ro));
-        collect_multi(py, got)
+        multi_get(py, &h.db, &h.read_options(), &keys)
     }
 
     /// `(key, value)` pairs with `start <= key < stop`, in order (reversed
@@ -679,13 +671,19 @@ impl PySnapshot {
     }
 }
 
-fn collect_multi<V: AsRef<[u8]>>(
+/// One batched MultiGet of `keys` (borrowed from the Python objects, not
+/// copied) with the GIL released; values in the order of the keys.
+fn multi_get(
     py: Python<'_>,
-    got: Vec<strata_kv::Result<Option<V>>>,
+    db: &KvDB,
+    ro: &ReadOptions,
+    keys: &[Bound<'_, PyBytes>],
 ) -> PyResult<Vec<Option<Py<PyBytes>>>> {
+    let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
+    let got = py.detach(|| db.batched_multi_get_opt(keys.iter(), false, ro));
     got.into_iter()
         .map(|r| {
-            r.map(|v| v.map(|v| PyBytes::new(py, v.as_ref()).unbind()))
+            r.map(|v| v.map(|v| PyBytes::new(py, &v).unbind()))
                 .map_err(err)
         })
         .collect()
@@ -840,10 +838,13 @@ impl PyDB {
 
     /// The values of `keys` (None where absent), in the order given; one
     /// batched lookup.
-    fn multi_get(&self, py: Python<'_>, keys: Vec<Vec<u8>>) -> PyResult<Vec<Option<Py<PyBytes>>>> {
+    fn multi_get(
+        &self,
+        py: Python<'_>,
+        keys: Vec<Bound<'_, PyBytes>>,
+    ) -> PyResult<Vec<Option<Py<PyBytes>>>> {
         let db = self.db()?;
-        let got = py.detach(|| db.batched_multi_get(keys.iter(), false));
-        collect_multi(py, got)
+        multi_get(py, &db, &ReadOptions::default(), &keys)
     }
 
     /// `(key, value)` pairs with `start <= key < stop` (either may be None),

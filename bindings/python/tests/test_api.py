@@ -246,3 +246,24 @@ def test_packed_tables_by_table_option(tmp_path):
     assert "[packed_table_factory]" in (path / "OPTIONS").read_text()
     with pytest.raises(TypeError, match="from_levle"):
         strata_kv.DB(tmp_path / "bad", packed_table_factory={"from_levle": 1})
+
+
+def test_every_option_of_the_options_file_is_a_keyword(tmp_path):
+    """Every key the engine writes to OPTIONS (the block-based table's
+    included) is accepted as a keyword and gives back the same file."""
+    import tomllib
+
+    with strata_kv.DB(tmp_path / "a"):
+        pass
+    written = tomllib.loads((tmp_path / "a" / "OPTIONS").read_text())
+    kwargs = {}
+    for key, value in written.items():
+        if key == "block_based_table_factory":
+            kwargs.update(value)  # flat, by setter name
+        else:
+            kwargs[key] = value
+    assert "block_size" in kwargs and "write_buffer_size" in kwargs
+    kwargs.pop("create_if_missing")
+    with strata_kv.DB(tmp_path / "b", **kwargs):
+        pass
+    assert tomllib.loads((tmp_path / "b" / "OPTIONS").read_text()) == written

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use strata_kv::checkpoint::Checkpoint;
-use strata_kv::{Error, IteratorMode, Options, WriteOptions, DB};
+use strata_kv::env::{FaultInjectionFileSystem, FaultRule, FileOp, FileSystem, MemFileSystem};
+use strata_kv::{DBRecoveryMode, Error, IteratorMode, Options, WriteOptions, DB};
 
 mod common;
 
@@ -116,11 +117,14 @@ fn into_an_existing_directory_is_an_error() {
 
 /// A writer puts keys 0, 1, 2, ... one at a time (every fourth synced)
 /// while checkpoints are taken. Each checkpoint must hold exactly keys 0..m
-/// for some m at least the number acknowledged before it began.
+/// for some m at least the number acknowledged before it began, and open
+/// under the strictest recovery mode (its logs end at whole records).
 #[test]
 fn checkpoint_under_writes_holds_a_prefix() {
     let tmp = temp("prefix");
-    let db = Arc::new(DB::open(&options(), tmp.0.join("db")).unwrap());
+    let mut strict = options();
+    strict.set_wal_recovery_mode(DBRecoveryMode::AbsoluteConsistency);
+    let db = Arc::new(DB::open(&strict, tmp.0.join("db")).unwrap());
     let acked = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
@@ -151,7 +155,7 @@ fn checkpoint_under_writes_holds_a_prefix() {
             .unwrap()
             .create_checkpoint(&path)
             .unwrap();
-        let copy = DB::open(&options(), &path).unwrap();
+        let copy = DB::open(&strict, &path).unwrap();
         let got = contents(&copy);
         assert!(
             got.len() as u64 >= before,
@@ -187,4 +191,64 @@ fn checkpoint_of_a_read_only_handle() {
         .unwrap();
     let copy = DB::open(&options(), tmp.0.join("copy")).unwrap();
     assert_eq!(contents(&copy), contents(&ro));
+}
+
+/// A checkpoint that fails part way (its manifest's sync) while the source
+/// has a snapshot and an iterator open: the error comes back, the partial
+/// directory is gone, the source is whole and usable, and the next
+/// checkpoint works.
+#[test]
+fn failed_checkpoint_leaves_nothing_and_the_source_whole() {
+    let fs = FaultInjectionFileSystem::new(Arc::new(MemFileSystem::new()));
+    let mut opts = options();
+    opts.set_file_system(Arc::new(fs.clone()));
+    let db = DB::open(&opts, "/db").unwrap();
+    for i in 0..3000u32 {
+        db.put(format!("k{i:05}"), format!("v{i}")).unwrap();
+    }
+    let snapshot = db.snapshot();
+    let mut it = db.raw_iterator();
+    it.seek_to_first();
+    db.put(b"k00000", b"newer").unwrap();
+    let want = contents(&db);
+
+    fs.inject(
+        FaultRule::new(&[FileOp::Sync])
+            .path_contains("/copy/MANIFEST")
+            .times(1),
+    );
+    let err = Checkpoint::new(&db)
+        .unwrap()
+        .create_checkpoint("/copy")
+        .unwrap_err();
+    assert!(matches!(err, Error::Io { .. }), "{err}");
+    assert!(
+        !fs.exists(std::path::Path::new("/copy")),
+        "partial checkpoint left behind"
+    );
+
+    // The source: the snapshot, the iterator and the data as before.
+    assert_eq!(
+        snapshot.get(b"k00000").unwrap().as_deref(),
+        Some(&b"v0"[..])
+    );
+    assert_eq!(it.key(), Some(&b"k00000"[..]));
+    assert_eq!(it.value(), Some(&b"v0"[..]));
+    assert_eq!(contents(&db), want);
+    db.put(b"after", b"x").unwrap();
+    drop((it, snapshot));
+    db.compact_range(None::<&[u8]>, None::<&[u8]>).unwrap();
+    db.verify_checksum().unwrap();
+
+    Checkpoint::new(&db)
+        .unwrap()
+        .create_checkpoint("/copy")
+        .unwrap();
+    let copy = DB::open(&opts, "/copy").unwrap();
+    assert_eq!(copy.get(b"after").unwrap().as_deref(), Some(&b"x"[..]));
+    assert_eq!(copy.get(b"k02999").unwrap().as_deref(), Some(&b"v2999"[..]));
+    drop(copy);
+    drop(db);
+    let db = DB::open(&opts, "/db").unwrap();
+    assert_eq!(db.get(b"k00000").unwrap().as_deref(), Some(&b"newer"[..]));
 }

@@ -4,15 +4,17 @@
 //! How a checkpoint is made:
 //! 1. The memtable is flushed (not on a read-only handle), so the logs to
 //!    copy are short.
-//! 2. Under the database mutex: file deletions are paused (RocksDB's
+//! 2. Under the database mutex, at a moment no write group is appending
+//!    to the log: file deletions are paused (RocksDB's
 //!    `DisableFileDeletions`), and the current version, its log number,
-//!    the next file number and the last sequence are taken together, with
-//!    a file number reserved for the checkpoint's manifest.
+//!    the next file number, the last sequence and the active log's size
+//!    are taken together, with a file number reserved for the
+//!    checkpoint's manifest.
 //! 3. Without the mutex: every table of that version is hard-linked into
 //!    the new directory (copied where links cannot be made); the logs from
-//!    that log number on that existed at step 2 are copied as they are now
-//!    (a log still being written gives a prefix of its records, which
-//!    recovery reads up to its last whole record); OPTIONS is copied; a new
+//!    that log number on that existed at step 2 are copied, the active one
+//!    up to its size at step 2 (so it ends at a whole record and opens
+//!    under every recovery mode); OPTIONS is copied; a new
 //!    manifest holding the version as one snapshot edit is written, then
 //!    CURRENT naming it, all synced.
 //! 4. Deletions resume.
@@ -24,10 +26,13 @@
 //! the source through hard links: they are never modified, only deleted,
 //! and a link keeps the data for the checkpoint.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use parking_lot::MutexGuard;
 
 use super::filename::{
-    log_file_name, options_file_name, parse_file_name, table_file_name, FileType,
+    current_file_name, log_file_name, manifest_file_name, options_file_name, parse_file_name,
+    table_file_name, FileType,
 };
 use super::inner::DbInner;
 use super::DB;
@@ -83,14 +88,15 @@ impl<'db> Checkpoint<'db> {
             self.db.flush()?;
         }
         let pause = DeletionPause::new(inner)?;
-        let result = make_checkpoint(inner, &pause, dir);
+        let mut created = Vec::new();
+        let result = make_checkpoint(inner, &pause, dir, &mut created);
         drop(pause);
         if result.is_err() {
-            // Leave nothing that looks like a database behind.
-            if let Ok(names) = inner.fs.list(dir) {
-                for name in names {
-                    let _ = inner.fs.remove(&dir.join(name));
-                }
+            // Remove what this checkpoint made, and only that (the
+            // directory goes only if nothing else appeared in it), so
+            // nothing that looks like a database is left behind.
+            for path in created.iter().rev() {
+                let _ = inner.fs.remove(path);
             }
             let _ = inner.fs.remove_dir(dir);
         }
@@ -107,14 +113,25 @@ struct DeletionPause<'a> {
     manifest_number: u64,
     next_file_number: u64,
     last_sequence: u64,
+    /// The log receiving writes, and its size at the capture: the end of
+    /// its last whole record. None on a read-only handle.
+    active_log: Option<(u64, u64)>,
 }
 
 impl<'a> DeletionPause<'a> {
     fn new(inner: &'a DbInner) -> Result<DeletionPause<'a>> {
         let mut st = inner.state.lock();
+        // A leader writing a group holds the log outside the state and may
+        // have handed part of a record to the file: wait until it puts the
+        // log back, when the file ends at a whole record. (Only a write
+        // group takes it, briefly; it is always put back, error or not.)
+        while !inner.read_only && st.log.is_none() && st.bg_error.is_none() {
+            MutexGuard::unlocked(&mut st, std::thread::yield_now);
+        }
         if let Some(e) = &st.bg_error {
             return Err(e.clone());
         }
+        let active_log = st.log.as_ref().map(|log| (st.log_number, log.file_size()));
         st.file_deletions_disabled += 1;
         let manifest_number = st.versions.new_file_number();
         Ok(DeletionPause {
@@ -124,6 +141,7 @@ impl<'a> DeletionPause<'a> {
             manifest_number,
             next_file_number: st.versions.next_file_number(),
             last_sequence: st.versions.last_sequence(),
+            active_log,
         })
     }
 }
@@ -136,14 +154,23 @@ impl Drop for DeletionPause<'_> {
     }
 }
 
-fn make_checkpoint(inner: &DbInner, p: &DeletionPause<'_>, dir: &Path) -> Result<()> {
+/// Fills the new directory `dir`, recording in `created` every file it
+/// makes (before making it).
+fn make_checkpoint(
+    inner: &DbInner,
+    p: &DeletionPause<'_>,
+    dir: &Path,
+    created: &mut Vec<PathBuf>,
+) -> Result<()> {
     let fs = inner.fs.as_ref();
     fs.create_dir_all(dir)?;
+    let mut new_file = |path: PathBuf| -> PathBuf {
+        created.push(path.clone());
+        path
+    };
     for f in p.version.all_files() {
-        fs.link_or_copy(
-            &table_file_name(&inner.dir, f.number),
-            &table_file_name(dir, f.number),
-        )?;
+        let to = new_file(table_file_name(dir, f.number));
+        fs.link_or_copy(&table_file_name(&inner.dir, f.number), &to)?;
     }
     // Logs the version still needs, as they are now; not those begun after
     // the snapshot (their numbers may be at or past `next_file_number`).
@@ -156,11 +183,19 @@ fn make_checkpoint(inner: &DbInner, p: &DeletionPause<'_>, dir: &Path) -> Result
         .collect();
     logs.sort_unstable();
     for n in logs {
-        copy_file(fs, &log_file_name(&inner.dir, n), &log_file_name(dir, n))?;
+        // The active log only up to its last whole record at the capture;
+        // older ones were synced whole when writes moved off them.
+        let limit = match p.active_log {
+            Some((active, size)) if active == n => size,
+            _ => u64::MAX,
+        };
+        let to = new_file(log_file_name(dir, n));
+        copy_file(fs, &log_file_name(&inner.dir, n), &to, limit)?;
     }
     let options = options_file_name(&inner.dir);
     if fs.exists(&options) {
-        copy_file(fs, &options, &options_file_name(dir))?;
+        let to = new_file(options_file_name(dir));
+        copy_file(fs, &options, &to, u64::MAX)?;
     }
     let snapshot = snapshot_edit(
         inner.icmp.user_comparator().name(),
@@ -170,6 +205,8 @@ fn make_checkpoint(inner: &DbInner, p: &DeletionPause<'_>, dir: &Path) -> Result
         p.last_sequence,
     );
     debug_assert!(p.manifest_number < p.next_file_number);
+    new_file(manifest_file_name(dir, p.manifest_number));
+    new_file(current_file_name(dir));
     write_checkpoint_manifest(fs, dir, p.manifest_number, &snapshot)?;
     fs.sync_dir(dir)?;
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {

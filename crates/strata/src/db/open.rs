@@ -306,8 +306,21 @@ impl DbInner {
         );
         let mut record = Vec::new();
         while reader.read_record(&mut record)? {
-            let batch = WriteBatch::from_record(&record, &name, reader.last_record_offset())?;
+            let offset = reader.last_record_offset();
+            let batch = WriteBatch::from_record(&record, &name, offset)?;
             let first = batch.sequence();
+            // Writers number batches in increasing order; a batch that does
+            // not follow those already in this memtable (a damaged or
+            // foreign log whose checksums hold) would collide with them.
+            if let Some(last) = mem.largest_sequence().filter(|&last| first <= last) {
+                return Err(Error::corruption(
+                    &name,
+                    offset,
+                    format!(
+                        "batch at sequence {first} does not follow sequence {last}, already replayed"
+                    ),
+                ));
+            }
             insert_into(mem, &batch, first);
             *max_seq = (*max_seq).max(first + batch.len() as u64 - 1);
             after(mem)?;
@@ -381,5 +394,61 @@ impl DbInner {
             edit.add_new_file(0, f);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::db::filename::{parse_file_name, FileType};
+    use crate::env::{FileSystem, MemFileSystem};
+    use crate::wal::LogWriter;
+    use crate::{Error, Options, WriteBatch, DB};
+
+    /// A log record whose checksum holds but whose batch repeats sequence
+    /// numbers already replayed is `Corruption` naming the log, not a
+    /// panic, and the database's files are left as they were.
+    #[test]
+    fn replayed_batch_that_goes_back_in_sequence_is_corruption() {
+        let fs = Arc::new(MemFileSystem::new());
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.set_file_system(fs.clone());
+        let dir = std::path::Path::new("/db");
+        {
+            let db = DB::open(&opts, dir).unwrap();
+            db.put(b"a", b"1").unwrap();
+            db.put(b"b", b"2").unwrap();
+        }
+        let log = fs
+            .list(dir)
+            .unwrap()
+            .into_iter()
+            .filter(|n| matches!(parse_file_name(n), Some((FileType::Log, _))))
+            .max()
+            .expect("a log");
+        let path = dir.join(&log);
+        let size = fs.file_size(&path).unwrap();
+        assert!(size > 0, "the writes are in the log");
+        let mut batch = WriteBatch::default();
+        batch.put(b"c", b"3");
+        batch.set_sequence(1); // sequence 1 is already in this log
+        let mut writer = LogWriter::new_at_offset(fs.open_append(&path).unwrap(), size);
+        writer.add_record(batch.data()).unwrap();
+        writer.sync().unwrap();
+        drop(writer);
+        let before = fs.list(dir).unwrap();
+        let err = DB::open(&opts, dir).unwrap_err();
+        assert!(matches!(err, Error::Corruption { .. }), "{err}");
+        assert!(err.to_string().contains(&log), "{err}");
+        assert!(
+            err.to_string().contains("does not follow sequence"),
+            "{err}"
+        );
+        let after = fs.list(dir).unwrap();
+        for name in &before {
+            assert!(after.contains(name), "{name} deleted; now {after:?}");
+        }
     }
 }

@@ -101,21 +101,30 @@ pub trait FileSystem: Send + Sync + Debug {
     /// where that cannot be done (another file system, no links), a synced
     /// copy of it. `to` must not exist. The default copies.
     fn link_or_copy(&self, from: &Path, to: &Path) -> Result<()> {
-        copy_file(self, from, to)
+        copy_file(self, from, to, u64::MAX)
     }
 }
 
-/// Copies the whole of `from` to a new file `to` and syncs it.
-pub(crate) fn copy_file<F: FileSystem + ?Sized>(fs: &F, from: &Path, to: &Path) -> Result<()> {
+/// Copies the first `limit` bytes of `from` (all of it if shorter) to a
+/// new file `to` and syncs it.
+pub(crate) fn copy_file<F: FileSystem + ?Sized>(
+    fs: &F,
+    from: &Path,
+    to: &Path,
+    limit: u64,
+) -> Result<()> {
     let mut src = fs.open_sequential(from)?;
     let mut dst = fs.create(to)?;
     let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = src.read(&mut buf)?;
+    let mut left = limit;
+    while left > 0 {
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = src.read(&mut buf[..want])?;
         if n == 0 {
             break;
         }
         dst.append(&buf[..n])?;
+        left -= n as u64;
     }
     dst.sync()
 }

@@ -308,7 +308,7 @@ impl FileSystem for PosixFileSystem {
                         | std::io::ErrorKind::PermissionDenied
                 ) =>
             {
-                super::copy_file(self, from, to)
+                super::copy_file(self, from, to, u64::MAX)
             }
             Err(e) => Err(io_err("link", from, e)),
         }
