@@ -513,7 +513,21 @@ fn output_explains_itself() {
         "--seed=5",
         &db,
     ]));
-    assert!(out.lines().any(|l| l.starts_with("Storage:    ")), "{out}");
+    // Every header line is on the report, in db_bench's order.
+    let header: Vec<&str> = out.lines().take_while(|l| !l.starts_with("----")).collect();
+    let starts = [
+        "Strata:     version",
+        "Date:",
+        "Keys:",
+        "Values:",
+        "Entries:",
+        "Storage:    ",
+    ];
+    let mut at = 0;
+    for start in starts {
+        let found = header[at..].iter().position(|l| l.starts_with(start));
+        at += found.unwrap_or_else(|| panic!("no {start:?} after line {at} in:\n{out}"));
+    }
     assert!(
         !out.contains("Write rate") && !out.contains("Read rate"),
         "{out}"

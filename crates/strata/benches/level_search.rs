@@ -21,10 +21,8 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata_kv::bench_internals::{Version, VersionBuilder, VersionEdit};
-use strata_kv::key::{
-    Comparator, InternalKey, InternalKeyComparator, ValueKind, MAX_SEQUENCE_NUMBER,
-};
+use strata_kv::bench_internals::{InternalKeyComparator, Version, VersionBuilder, VersionEdit};
+use strata_kv::key::{Comparator, InternalKey, ValueKind, MAX_SEQUENCE_NUMBER};
 use strata_kv::{BytewiseComparator, ReverseBytewiseComparator};
 
 const FILE_COUNTS: [usize; 3] = [1_000, 10_000, 100_000];

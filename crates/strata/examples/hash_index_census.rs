@@ -15,10 +15,9 @@
 //! their length matters here. Blocks are cut as the table builder cuts
 //! them (once the size estimate reaches the block size).
 
+use strata_kv::bench_internals::{Block, BlockBuilder, BUCKET_COLLISION, BUCKET_EMPTY};
 use strata_kv::key::{InternalKey, ValueKind};
-use strata_kv::sst::block::hash_index::{BUCKET_COLLISION, BUCKET_EMPTY};
-use strata_kv::sst::block::{Block, BlockBuilder};
-use strata_kv::sst::filter::filter_hash;
+use strata_kv::sst::filter_hash;
 
 type BoxError = Box<dyn std::error::Error>;
 

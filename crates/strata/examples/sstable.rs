@@ -26,8 +26,7 @@ use strata_kv::cache::BlockCache;
 use strata_kv::env::{FileSystem, PosixFileSystem};
 use strata_kv::iter::InternalIterator;
 use strata_kv::key::{BytewiseComparator, InternalKey, ValueKind, MAX_SEQUENCE_NUMBER};
-use strata_kv::sst::filter::filter_hash;
-use strata_kv::sst::{DataBlockIndexType, TableBuilder, TableOptions, TableReader};
+use strata_kv::sst::{filter_hash, DataBlockIndexType, TableBuilder, TableOptions, TableReader};
 
 type BoxError = Box<dyn std::error::Error>;
 

@@ -51,10 +51,9 @@ pub enum Error {
     /// `CURRENT` file, after open found it). A missing table named by the
     /// manifest is `Corruption`.
     NotFound(String),
-    /// The database is locked by another process or another open handle;
-    /// or `compact_range` could not take files that a running compaction
-    /// holds (try again), or a compaction stopped because the database is
-    /// closing.
+    /// The database is locked by another process or another open handle.
+    /// (A background compaction that stops because the database is closing
+    /// ends with it too, but no caller receives that one.)
     Busy(String),
     /// A RocksDB compression type Strata does not implement, by name
     /// (`"zlib"`, `"bzip2"`, `"lz4hc"`, `"xpress"` parsed as a

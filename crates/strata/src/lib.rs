@@ -67,6 +67,9 @@ pub use sst::{BlockPropertyCollector, BlockPropertyFilter, DataBlockIndexType};
 /// the API: no stability promise, no documentation.
 #[doc(hidden)]
 pub mod bench_internals {
+    pub use crate::key::internal_key::InternalKeyComparator;
+    pub use crate::sst::block::hash_index::{BUCKET_COLLISION, BUCKET_EMPTY};
+    pub use crate::sst::block::{Block, BlockBuilder};
     pub use crate::version::{Version, VersionBuilder, VersionEdit};
 }
 

@@ -257,7 +257,7 @@ impl<'o> Runner<'o> {
         } else {
             self.flags.seed as u64
         };
-        print_environment(&self.engine_name);
+        print_environment(&mut *self.out, &self.engine_name)?;
         if !self.flags.use_existing_db {
             engine::destroy(&self.engine_name, &self.config, &self.db_path)?;
         }
@@ -810,12 +810,15 @@ fn storage_of(path: &Path) -> String {
     }
 }
 
-fn print_environment(engine_name: &str) {
-    eprintln!("{}", engine::version_line(engine_name));
-    eprintln!(
+/// The lines db_bench prints first (version, date, CPU), on the report
+/// with the rest of the header (db_bench sends these to stderr).
+fn print_environment(out: &mut dyn Write, engine_name: &str) -> Result<()> {
+    writeln!(out, "{}", engine::version_line(engine_name))?;
+    writeln!(
+        out,
         "Date:       {}",
         crate::stats::time_to_string(SystemTime::now())
-    );
+    )?;
     if let Ok(cpuinfo) = std::fs::read_to_string("/proc/cpuinfo") {
         let field = |line: &str| {
             line.split_once(':')
@@ -833,9 +836,10 @@ fn print_environment(engine_name: &str) {
                 _ => {}
             }
         }
-        eprintln!("CPU:        {cpus} * {model}");
-        eprintln!("CPUCache:   {cache}");
+        writeln!(out, "CPU:        {cpus} * {model}")?;
+        writeln!(out, "CPUCache:   {cache}")?;
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -19,8 +19,8 @@ use super::LruCache;
 /// the file).
 pub type BlockCacheKey = (u64, u64);
 
-/// A cache of blocks read from tables, charged by [`block_charge`] (data
-/// blocks) or by what a decoded index or filter takes in memory.
+/// A cache of blocks read from tables, charged by what each block (data,
+/// or a decoded index or filter) takes in memory, bookkeeping included.
 pub type BlockCache = LruCache<BlockCacheKey, CachedBlock>;
 
 /// What the block cache holds for one key: a data block, or a table's
@@ -37,7 +37,7 @@ pub(crate) enum CachedRepr {
 
 impl CachedBlock {
     /// The data block, if this entry is one.
-    pub fn data_block(&self) -> Option<&Block> {
+    pub(crate) fn data_block(&self) -> Option<&Block> {
         match &self.0 {
             CachedRepr::Data(b) => Some(b),
             _ => None,

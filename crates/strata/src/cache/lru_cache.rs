@@ -80,12 +80,13 @@ where
     V: Clone + Send + Sync,
 {
     /// A cache holding entries of total charge at most `capacity`, split over
-    /// `2^num_shard_bits` shards; `None` chooses [`default_shard_bits`].
+    /// `2^num_shard_bits` shards; `None` chooses up to 64 shards, each of at
+    /// least 512 KiB.
     /// A capacity of 0 caches nothing.
     ///
     /// # Panics
     ///
-    /// If `num_shard_bits` exceeds [`SHARD_BITS_MAX`].
+    /// If `num_shard_bits` exceeds 19.
     pub fn new(capacity: usize, num_shard_bits: Option<u32>) -> Self {
         let shard_bits = num_shard_bits.unwrap_or_else(|| default_shard_bits(capacity));
         assert!(
@@ -117,7 +118,7 @@ where
     /// remains); the result is then false.
     ///
     /// Charge should include the cache's own bookkeeping per entry (as
-    /// [`block_charge`](super::block_charge) does): entries of charge 0 are
+    /// the block cache's charge does): entries of charge 0 are
     /// evicted only when they reach the LRU end, so their number is not
     /// bounded by the capacity.
     pub fn insert(&self, key: K, value: V, charge: usize) -> bool {

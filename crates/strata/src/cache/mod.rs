@@ -14,12 +14,11 @@ mod lru_list;
 mod lru_shard;
 
 pub(crate) use block_cache::CachedRepr;
-pub use block_cache::{
-    block_charge, BlockCache, BlockCacheKey, CachedBlock, BLOCK_CACHE_ENTRY_OVERHEAD_BYTES,
-};
-pub use lru_cache::{
-    default_shard_bits, LruCache, DEFAULT_SHARD_BITS_MAX, MIN_SHARD_CAPACITY_BYTES, SHARD_BITS_MAX,
-};
+pub(crate) use block_cache::{block_charge, BLOCK_CACHE_ENTRY_OVERHEAD_BYTES};
+pub use block_cache::{BlockCache, BlockCacheKey, CachedBlock};
+pub use lru_cache::LruCache;
+#[cfg(test)]
+pub(crate) use lru_cache::{default_shard_bits, SHARD_BITS_MAX};
 
 #[cfg(test)]
 mod tests;

@@ -3,8 +3,8 @@
 
 use crate::error::Result;
 
-pub mod merging;
-pub mod prefix_run;
+pub(crate) mod merging;
+mod prefix_run;
 
 pub use prefix_run::PrefixRun;
 

@@ -35,7 +35,7 @@ impl ValueKind {
     pub const FOR_SEEK: ValueKind = ValueKind::Value;
 
     /// Decodes a kind byte.
-    pub fn from_byte(b: u8) -> Option<ValueKind> {
+    pub(crate) fn from_byte(b: u8) -> Option<ValueKind> {
         match b {
             0 => Some(ValueKind::Deletion),
             1 => Some(ValueKind::Value),

@@ -1,14 +1,17 @@
 //! Keys: user-key comparators, and internal keys (user key + sequence + kind).
 
 mod comparator;
-mod internal_key;
+pub(crate) mod internal_key;
 pub(crate) mod prefix_search;
 mod slice_transform;
 
 pub use comparator::{BuiltinOrder, BytewiseComparator, Comparator, ReverseBytewiseComparator};
 pub(crate) use internal_key::compare_internal;
+pub(crate) use internal_key::{
+    extract_user_key, pack_trailer, InternalKeyComparator, TRAILER_BYTES,
+};
 pub use internal_key::{
-    extract_user_key, pack_trailer, parse_internal_key, InternalKey, InternalKeyComparator,
-    ParsedInternalKey, SequenceNumber, ValueKind, MAX_SEQUENCE_NUMBER, TRAILER_BYTES,
+    parse_internal_key, InternalKey, ParsedInternalKey, SequenceNumber, ValueKind,
+    MAX_SEQUENCE_NUMBER,
 };
 pub use slice_transform::{InDomainFn, SliceTransform, TransformFn};

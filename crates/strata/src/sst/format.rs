@@ -26,6 +26,7 @@ use crate::util::crc::{crc32c, crc32c_extend, mask, unmask};
 /// Bytes after every block: compression type and checksum.
 pub const BLOCK_TRAILER_BYTES: usize = 5;
 /// Longest encoding of a [`BlockHandle`] (two varint64s).
+#[cfg(test)]
 pub const BLOCK_HANDLE_BYTES_MAX: usize = 20;
 /// Size of the footer at the end of every table file.
 pub const FOOTER_BYTES: usize = 56;

@@ -11,15 +11,15 @@
 //!
 //! The byte layout is specified in `docs/format/table.md`.
 
-pub mod block;
-pub mod block_property;
-pub mod filter;
-pub mod format;
-pub mod index;
+pub(crate) mod block;
+pub(crate) mod block_property;
+pub(crate) mod filter;
+pub(crate) mod format;
+pub(crate) mod index;
 mod index_array;
 mod inspect;
 pub mod packed;
-pub mod properties;
+pub(crate) mod properties;
 mod readahead;
 mod table;
 mod table_builder;
@@ -36,6 +36,7 @@ pub use block::DataBlockIndexType;
 pub use block_property::{
     BlockPropertyCollector, BlockPropertyCollectorFactory, BlockPropertyFilter,
 };
+pub use filter::filter_hash;
 pub use inspect::{describe_table, table_entries, verify_table, TableLayout, TablePart};
 pub use properties::TableProperties;
 pub(crate) use table::{Found, Table, TableIter, TableOpenOptions, TableWriter};

@@ -107,7 +107,7 @@ impl TableProperties {
     }
 
     /// Encodes the properties as block contents.
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut entries: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         let mut int = |name: &str, v: u64| {
             let mut buf = Vec::new();
@@ -172,7 +172,7 @@ impl TableProperties {
 
     /// Decodes a properties block. Unknown `strata.` names are ignored so
     /// that newer writers stay readable.
-    pub fn decode(block: &Block) -> Result<TableProperties> {
+    pub(crate) fn decode(block: &Block) -> Result<TableProperties> {
         let file = block.file().clone();
         let offset = block.offset();
         let corrupt =

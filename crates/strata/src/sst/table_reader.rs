@@ -240,12 +240,12 @@ impl TableReader {
     }
 
     /// The table's footer.
-    pub fn footer(&self) -> &Footer {
+    pub(crate) fn footer(&self) -> &Footer {
         &self.footer
     }
 
     /// The internal-key comparator ordering the table.
-    pub fn internal_comparator(&self) -> &Arc<dyn Comparator> {
+    pub(crate) fn internal_comparator(&self) -> &Arc<dyn Comparator> {
         &self.icmp
     }
 

@@ -50,6 +50,7 @@ pub fn put_length_prefixed(dst: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 /// Number of bytes `put_varint64(v)` writes.
+#[cfg(test)]
 pub fn varint_length(mut v: u64) -> usize {
     let mut n = 1;
     while v >= 0x80 {
@@ -126,12 +127,14 @@ impl<'a> Decoder<'a> {
         Some(v)
     }
     /// Reads 4 little-endian bytes.
+    #[cfg(test)]
     pub fn fixed32(&mut self) -> Option<u32> {
         let v = decode_fixed32(self.remaining())?;
         self.pos += 4;
         Some(v)
     }
     /// Reads 8 little-endian bytes.
+    #[cfg(test)]
     pub fn fixed64(&mut self) -> Option<u64> {
         let v = decode_fixed64(self.remaining())?;
         self.pos += 8;

@@ -5,7 +5,7 @@
 //! Not thread-safe; one builder per table builder.
 
 use crate::key::extract_user_key;
-use crate::util::coding::{put_fixed32, put_varint32, varint_length};
+use crate::util::coding::{put_fixed32, put_varint32};
 
 use super::hash_index::{user_key_hash, HashIndexBuilder};
 use super::{pack_footer, DataBlockIndexType};
@@ -139,33 +139,18 @@ impl BlockBuilder {
         self.buf.len() + self.restarts.len() * 4 + self.hash_index_size() + 4
     }
 
-    /// Size of the block after adding `key` and `value` (upper bound: assumes
-    /// no shared prefix, a new restart point and a new user key).
-    pub fn estimate_size_after(&self, key: &[u8], value: &[u8]) -> usize {
-        let hash_growth = self
-            .hash_index
-            .as_ref()
-            .map_or(0, HashIndexBuilder::max_growth_per_key);
-        self.current_size_estimate()
-            + 4
-            + hash_growth
-            + varint_length(0)
-            + varint_length(key.len() as u64)
-            + varint_length(value.len() as u64)
-            + key.len()
-            + value.len()
-    }
-
     /// True when no entry has been added since the last reset.
     pub fn is_empty(&self) -> bool {
         self.num_entries == 0
     }
 
+    #[cfg(test)]
     /// Entries added since the last reset.
     pub fn num_entries(&self) -> usize {
         self.num_entries
     }
 
+    #[cfg(test)]
     /// The last key added (empty before the first add).
     pub fn last_key(&self) -> &[u8] {
         &self.last_key

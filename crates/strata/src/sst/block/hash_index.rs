@@ -111,11 +111,6 @@ impl HashIndexBuilder {
         usize::from(num_buckets_for(self.num_keys, self.util_ratio)) + NUM_BUCKETS_BYTES
     }
 
-    /// Most bytes one more user key can add to [`Self::encoded_size`].
-    pub fn max_growth_per_key(&self) -> usize {
-        ((1.0 / self.util_ratio).ceil() as usize).saturating_add(1)
-    }
-
     /// Appends the buckets and their count to `dst`. The block must have
     /// at most [`RESTARTS_MAX`] restart points.
     pub fn finish(&self, dst: &mut Vec<u8>) {
@@ -193,6 +188,7 @@ impl HashIndex {
         (data.get(at).copied().unwrap_or(BUCKET_COLLISION), at)
     }
 
+    #[cfg(test)]
     /// Number of buckets.
     pub fn num_buckets(&self) -> u16 {
         self.num_buckets

@@ -27,7 +27,8 @@ use crate::key::Comparator;
 use crate::util::coding::decode_fixed32;
 
 pub use builder::BlockBuilder;
-pub use hash_index::user_key_hash;
+#[cfg(test)]
+pub(crate) use hash_index::user_key_hash;
 pub use iter::BlockIter;
 
 use crate::util::prefetch::{prefetch_at, prefetch_range};

@@ -6,6 +6,7 @@
 
 use std::fmt;
 
+#[cfg(test)]
 use super::filter_hash;
 use super::format::{
     choose_num_probes, encode_metadata, line_index, set_probe_bits, CACHE_LINE_BYTES,
@@ -63,6 +64,7 @@ impl BloomFilterBuilder {
         }
     }
 
+    #[cfg(test)]
     /// Adds a user key. Equivalent to `add_hash(filter_hash(user_key))`.
     pub fn add_key(&mut self, user_key: &[u8]) {
         self.add_hash(filter_hash(user_key));
@@ -78,6 +80,7 @@ impl BloomFilterBuilder {
         self.hashes.push(hash);
     }
 
+    #[cfg(test)]
     /// Keys added since the last [`finish`](Self::finish), not counting
     /// skipped consecutive duplicates (always 0 when disabled).
     pub fn num_added(&self) -> usize {

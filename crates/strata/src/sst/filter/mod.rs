@@ -29,15 +29,14 @@ mod reader;
 mod tests;
 
 pub use builder::BloomFilterBuilder;
-pub use format::{
-    CACHE_LINE_BYTES, FILTER_MARKER_NEW, METADATA_BYTES, NUM_PROBES_MAX, SUB_IMPL_CACHE_LOCAL_BLOOM,
-};
+#[cfg(test)]
+pub(crate) use format::METADATA_BYTES;
 pub use reader::BloomFilter;
 
 /// The hash a filter stores for `user_key`: xxh3_64 with seed 0.
 ///
-/// Compute it once per lookup and pass it to [`BloomFilter::may_contain_hash`]
-/// of every table consulted.
+/// Compute it once per lookup and pass it to every table consulted
+/// ([`TableReader::get`](crate::sst::TableReader::get)).
 pub fn filter_hash(user_key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(user_key)
 }

@@ -9,6 +9,7 @@ use std::fmt;
 
 use bytes::Bytes;
 
+#[cfg(test)]
 use super::filter_hash;
 use super::format::{decode_shape, line_index, probe_bits_set, CACHE_LINE_BYTES, METADATA_BYTES};
 use crate::error::Result;
@@ -65,6 +66,7 @@ impl BloomFilter {
         }
     }
 
+    #[cfg(test)]
     /// False if `user_key` was not added; true if it may have been.
     /// Prefer [`may_contain_hash`](Self::may_contain_hash) when probing
     /// several filters for one key.
@@ -82,11 +84,13 @@ impl BloomFilter {
         }
     }
 
+    #[cfg(test)]
     /// Number of bits each key sets and each probe tests.
     pub fn num_probes(&self) -> u32 {
         u32::from(self.num_probes)
     }
 
+    #[cfg(test)]
     /// Number of 64-byte lines; 0 for a filter of zero keys.
     pub fn num_lines(&self) -> u32 {
         self.num_lines

@@ -278,7 +278,7 @@ impl PackedTableReader {
     }
 
     /// The internal-key comparator ordering the table.
-    pub fn internal_comparator(&self) -> &Arc<dyn Comparator> {
+    pub(crate) fn internal_comparator(&self) -> &Arc<dyn Comparator> {
         &self.icmp
     }
 
