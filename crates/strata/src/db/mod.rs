@@ -622,7 +622,9 @@ impl DbInner {
                     + st.imm.iter().map(|m| m.mem.num_entries()).sum::<usize>();
                 let tables: u64 = (0..crate::version::NUM_LEVELS)
                     .flat_map(|level| v.files(level).iter().map(move |f| (level, f)))
-                    .filter_map(|(level, f)| self.table_cache.get(f.number, level).ok())
+                    .filter_map(|(level, f)| {
+                        self.table_cache.get(f.number, f.file_size, level).ok()
+                    })
                     .map(|t| t.properties().num_entries)
                     .sum();
                 Some((mem as u64 + tables).to_string())

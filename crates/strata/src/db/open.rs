@@ -118,21 +118,7 @@ fn check_tables(
         // As RocksDB by default: a truncated (or grown) table is found at
         // open, with both sizes, not at the first read that reaches it.
         let size = fs.file_size(&path)?;
-        if size != f.file_size {
-            let how = if size < f.file_size {
-                "truncated to"
-            } else {
-                "grown to"
-            };
-            return Err(Error::corruption(
-                path.display().to_string(),
-                size.min(f.file_size),
-                format!(
-                    "table file {how} {size} of the {} bytes the manifest records",
-                    f.file_size
-                ),
-            ));
-        }
+        super::table_cache::check_table_size(&path.display().to_string(), size, f.file_size)?;
     }
     Ok(())
 }

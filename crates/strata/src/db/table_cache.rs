@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::cache::{BlockCache, LruCache};
 use crate::env::FileSystem;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::key::{Comparator, SliceTransform};
 use crate::sst::{MetaPlacement, Table, TableOpenOptions};
 use crate::version::FileMetaData;
@@ -128,13 +128,16 @@ impl TableCache {
     /// The reader for table `number` (in `level`, which decides where a
     /// newly opened reader keeps its index and filter), opening it if
     /// needed.
-    pub(crate) fn get(&self, number: u64, level: usize) -> Result<Table> {
+    /// `file_size` is the size the manifest records: a file of another
+    /// size is reported as truncated (or grown), not decoded.
+    pub(crate) fn get(&self, number: u64, file_size: u64, level: usize) -> Result<Table> {
         if let Some(r) = self.readers.get(&number) {
             return Ok(r);
         }
         let path = table_file_name(&self.dir, number);
         let file = self.fs.open_random_access(&path)?;
         let name = path.display().to_string();
+        check_table_size(&name, file.size(), file_size)?;
         let placement = if level == 0 {
             self.placement_l0
         } else {
@@ -159,7 +162,7 @@ impl TableCache {
         if let Some(r) = file.reader.get() {
             return Ok(TableRef::Pinned(r));
         }
-        let r = self.get(file.number, level)?;
+        let r = self.get(file.number, file.file_size, level)?;
         if self.unbounded {
             // A racing reader may have set it first: both hold the same
             // cached reader.
@@ -177,4 +180,23 @@ impl TableCache {
     pub(crate) fn len(&self) -> usize {
         self.readers.len()
     }
+}
+
+/// A table file of another size than the manifest records is damaged (cut
+/// by a copy or a full disk, or overwritten): say so with both sizes, as
+/// RocksDB does, rather than decode a footer from the wrong place.
+pub(crate) fn check_table_size(name: &str, size: u64, recorded: u64) -> Result<()> {
+    if size == recorded {
+        return Ok(());
+    }
+    let how = if size < recorded {
+        "truncated to"
+    } else {
+        "grown to"
+    };
+    Err(Error::corruption(
+        name,
+        size.min(recorded),
+        format!("table file {how} {size} of the {recorded} bytes the manifest records"),
+    ))
 }

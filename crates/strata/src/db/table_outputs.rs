@@ -110,7 +110,9 @@ impl<'a, F: FnMut() -> u64> TableOutputs<'a, F> {
         let mut files = Vec::with_capacity(self.finished.len());
         for (out, props) in std::mem::take(&mut self.finished) {
             // A table that cannot be read back is never recorded.
-            self.db.table_cache.get(out.number, self.level)?;
+            self.db
+                .table_cache
+                .get(out.number, out.builder.file_size(), self.level)?;
             files.push(NewFile {
                 number: out.number,
                 file_size: out.builder.file_size(),

@@ -107,7 +107,7 @@ impl Footer {
         let magic = decode_fixed64(&bytes[48..]).unwrap_or(0);
         if magic != TABLE_MAGIC {
             return Err(corrupt(format!(
-                "bad table magic number {magic:#018x}, expected {TABLE_MAGIC:#018x}: not a Strata table"
+                "bad table magic number {magic:#018x}, expected {TABLE_MAGIC:#018x}: not a Strata table, or one cut short"
             )));
         }
         let stored = unmask(decode_fixed32(&bytes[44..]).unwrap_or(0));

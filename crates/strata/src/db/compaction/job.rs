@@ -349,7 +349,9 @@ impl Job<'_> {
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         for f in self.c.all_inputs() {
             // Inputs leave with this compaction: open them as deep tables.
-            let reader = db.table_cache.get(f.number, self.c.output_level)?;
+            let reader = db
+                .table_cache
+                .get(f.number, f.file_size, self.c.output_level)?;
             children.push(Box::new(reader.iter_opt(false)));
         }
         let icmp: Arc<dyn Comparator> = Arc::new(db.icmp.clone());
