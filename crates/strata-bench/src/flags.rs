@@ -205,6 +205,12 @@ define_flags! {
     keys_per_prefix: i64 = 0;
     /// Bytes of the prefix when --keys_per_prefix > 0.
     prefix_size: i32 = 0;
+    /// The merge operator of mergerandom and readrandommergerandom: uint64add, put or stringappend.
+    merge_operator: String = "".into();
+    /// Distinct keys of mergerandom and readrandommergerandom; negative: --num keys.
+    merge_keys: i64 = -1;
+    /// Percent of readrandommergerandom's operations that are merges (the rest are gets).
+    mergereadpercent: i32 = 70;
     /// Write keys num-1 down to 0 in fillseq (ours; db_bench has no such flag).
     seq_descending: bool = false;
     /// Added to every key number (ours: W4 writes streams one after another

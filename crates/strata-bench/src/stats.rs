@@ -27,6 +27,8 @@ pub enum OpKind {
     Write,
     /// A delete.
     Delete,
+    /// A merge.
+    Merge,
     /// A seek.
     Seek,
     /// Anything else.
@@ -39,6 +41,7 @@ impl OpKind {
             OpKind::Read => "read",
             OpKind::Write => "write",
             OpKind::Delete => "delete",
+            OpKind::Merge => "merge",
             OpKind::Seek => "seek",
             OpKind::Other => "op",
         }

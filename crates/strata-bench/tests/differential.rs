@@ -1,4 +1,5 @@
-//! Differential test: the same random operations applied to every engine of
+//! Differential test: the same random operations (puts, deletes, batches and
+//! merges with a string-append operator) applied to every engine of
 //! the build (the BTreeMap model, Strata, and RocksDB with the `rocksdb`
 //! feature) must give the same answers: point reads, multi-gets, iterator
 //! walks in both directions, full scans; across flushes, compactions and
@@ -11,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use strata_bench::engine::merge_ops::MergeOperatorKind;
 use strata_bench::engine::model::ModelEngine;
 use strata_bench::engine::{self, Batch, Engine, EngineConfig, WriteMode};
 
@@ -45,7 +47,8 @@ struct Engines {
 
 impl Engines {
     fn new(root: &Path) -> Engines {
-        let cfg = EngineConfig::small_for_tests();
+        let mut cfg = EngineConfig::small_for_tests();
+        cfg.merge_operator = Some(MergeOperatorKind::StringAppend);
         // Strata twice: with binary search in data blocks, and with the
         // hash index too.
         let mut hash = cfg.clone();
@@ -61,7 +64,9 @@ impl Engines {
             names: vec!["model".into()],
             kinds: vec![("model", cfg)],
             dirs: vec![root.join("model")],
-            engines: vec![Box::new(ModelEngine::new())],
+            engines: vec![Box::new(ModelEngine::with_merge_operator(
+                MergeOperatorKind::StringAppend,
+            ))],
         };
         for (name, cfg) in kinds {
             let label = if cfg.use_data_block_hash_index {
@@ -176,11 +181,19 @@ fn run_seed(seed: u64) {
     for op in 0..OPS_PER_SEED {
         let roll = rng.gen_range(0..1000);
         match roll {
-            0..=349 => {
+            0..=299 => {
                 let (k, v) = (key(rng.gen_range(0..KEY_SPACE)), value(&mut rng, op));
                 es.engines
                     .iter()
                     .for_each(|e| e.put(&k, &v, mode).expect("put"));
+            }
+            300..=349 => {
+                // Short operands: appended values stay small.
+                let k = key(rng.gen_range(0..KEY_SPACE));
+                let v = format!("m{op}");
+                es.engines
+                    .iter()
+                    .for_each(|e| e.merge(&k, v.as_bytes(), mode).expect("merge"));
             }
             350..=449 => {
                 let k = key(rng.gen_range(0..KEY_SPACE));

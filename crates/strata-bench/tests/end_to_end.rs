@@ -177,7 +177,16 @@ fn every_benchmark(engine: &str) {
         .copied()
         // W5's benchmarks write and read their own key layout: their own
         // test below.
-        .filter(|b| !matches!(*b, "waitforcompaction" | "fillmvcc" | "mvccscan"))
+        .filter(|b| {
+            !matches!(
+                *b,
+                "waitforcompaction"
+                    | "fillmvcc"
+                    | "mvccscan"
+                    | "mergerandom"
+                    | "readrandommergerandom"
+            )
+        })
         .collect();
     // Fill first, so the read benchmarks have data; filluniquerandom runs
     // last among the fills so that every key exists for the reads.
@@ -269,6 +278,41 @@ fn every_benchmark(engine: &str) {
         !rr.contains("(2000 of 2000 found)") && !rr.contains("(0 of 2000 found)"),
         "some keys were deleted: {rr}"
     );
+
+    // The merge benchmarks: a merge operator is required; with one,
+    // counters of 8-byte values over 100 keys.
+    let mut a = common.to_vec();
+    a.push("--benchmarks=mergerandom".into());
+    let mut sink = Vec::new();
+    let e = strata_bench::run(&a, &mut sink).unwrap_err().to_string();
+    assert!(e.contains("needs --merge_operator"), "{e}");
+    let mut a = common.to_vec();
+    a.retain(|f| !f.starts_with("--value_size"));
+    a.push("--value_size=8".into());
+    a.push("--merge_operator=uint64add".into());
+    a.push("--merge_keys=100".into());
+    a.push("--threads=2".into());
+    a.push("--benchmarks=mergerandom,readrandommergerandom,flush,compact,readrandom".into());
+    let out = run(&a);
+    let m = result_line(&out, "mergerandom");
+    assert_eq!(ops(m), 4000, "{m}");
+    assert!(m.ends_with("( updates:2000)"), "{m}");
+    let rm = result_line(&out, "readrandommergerandom");
+    assert_eq!(ops(rm), 4000, "{rm}");
+    assert!(
+        rm.contains(" total:2000 ") && rm.ends_with("maxlength:8)"),
+        "{rm}"
+    );
+    // readrandom reads keys of the whole --num space: the 100 merged ones
+    // (every one of which mergerandom's 4000 merges reached) are found.
+    let rr = result_line(&out, "readrandom");
+    let found: u64 = rr
+        .rsplit('(')
+        .next()
+        .and_then(|m| m.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{rr}"));
+    assert!(found > 0 && found < 2000, "{rr}");
 }
 
 #[test]

@@ -258,6 +258,12 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
                             out.write_all(b"  delete ")?;
                             out.write_all(&codec.encode(k))?;
                         }
+                        strata::dump::WalEntry::Merge(k, v) => {
+                            out.write_all(b"  merge ")?;
+                            out.write_all(&codec.encode(k))?;
+                            out.write_all(b" ")?;
+                            out.write_all(&codec.encode(v))?;
+                        }
                     }
                     out.write_all(b"\n")?;
                 }
@@ -394,6 +400,7 @@ fn sst(cmd: &SstCommand, codec: Codec, out: &mut impl Write) -> Result<Outcome> 
                 let kind = match p.kind {
                     ValueKind::Value => "value",
                     ValueKind::Deletion => "deletion",
+                    ValueKind::Merge => "merge",
                 };
                 write!(out, " @ {} {kind} => ", p.sequence)?;
                 out.write_all(&codec.encode(it.value()))?;

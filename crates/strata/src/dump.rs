@@ -101,6 +101,8 @@ pub enum WalEntry {
     Put(Vec<u8>, Vec<u8>),
     /// Remove a key.
     Delete(Vec<u8>),
+    /// Merge an operand into a key.
+    Merge(Vec<u8>, Vec<u8>),
 }
 
 /// One record (write batch) of a write-ahead log.
@@ -129,6 +131,9 @@ pub fn wal_records(fs: &dyn FileSystem, path: &Path) -> Result<Vec<WalRecord>> {
             match r {
                 Ok(BatchRecord::Put(k, v)) => entries.push(WalEntry::Put(k.to_vec(), v.to_vec())),
                 Ok(BatchRecord::Delete(k)) => entries.push(WalEntry::Delete(k.to_vec())),
+                Ok(BatchRecord::Merge(k, v)) => {
+                    entries.push(WalEntry::Merge(k.to_vec(), v.to_vec()))
+                }
                 Err(what) => {
                     return Err(crate::Error::corruption(&*name, offset, what.to_string()));
                 }

@@ -57,8 +57,13 @@ pub enum Error {
     Busy(String),
     /// A RocksDB compression type Strata does not implement, by name
     /// (`"zlib"`, `"bzip2"`, `"lz4hc"`, `"xpress"` parsed as a
-    /// [`DBCompressionType`](crate::DBCompressionType)).
+    /// [`DBCompressionType`](crate::DBCompressionType)); or a merge written
+    /// to a database opened without a merge operator (as RocksDB).
     NotSupported(String),
+    /// The merge operator returned `None` for a key's operands (the message
+    /// names the operator and the key). The read, or the compaction, that
+    /// asked fails; the operands stay stored and nothing is lost.
+    MergeFailed(String),
 }
 
 impl Error {
@@ -110,6 +115,7 @@ impl fmt::Display for Error {
             Error::NotFound(what) => write!(f, "Not found: {what}"),
             Error::Busy(what) => write!(f, "Busy: {what}"),
             Error::NotSupported(what) => write!(f, "Not supported: {what}"),
+            Error::MergeFailed(what) => write!(f, "Merge failed: {what}"),
         }
     }
 }

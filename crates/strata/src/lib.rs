@@ -57,6 +57,13 @@ pub use db::{
     Snapshot, SstPartitioner, SstPartitionerFactory, TableFileCheck, WriteBatch, WriteOptions, DB,
 };
 pub use error::{Error, Result};
+/// Merge operators (the `rocksdb` crate's module and names): see
+/// [`Options::set_merge_operator_associative`] and
+/// [`Options::set_merge_operator`].
+pub mod merge_operator {
+    pub use crate::db::{MergeFn, MergeOperands, MergeOperandsIter};
+}
+pub use db::{MergeFn, MergeOperands};
 pub use key::{
     BytewiseComparator, Comparator, InDomainFn, ReverseBytewiseComparator, SliceTransform,
     TransformFn,

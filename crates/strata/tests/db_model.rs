@@ -1,4 +1,5 @@
 //! Randomized operations against a `BTreeMap` model: puts, deletes,
+//! merges (an append operator whose partial merge sometimes declines),
 //! batches, gets, bounded iteration both ways (and by prefix steps, with
 //! a prefix extractor that may change at each reopen), snapshots, flushes
 //! and reopens, with buffers small enough that many files and levels appear.
@@ -76,7 +77,40 @@ fn options(fs: &FaultInjectionFileSystem, rng: &mut StdRng) -> (Options, Option<
         p.set_lazy_checksums(rng.gen_bool(0.5));
         opts.set_packed_table_factory(&p);
     }
+    opts.set_merge_operator("append", append, append_partial);
     (opts, prefix_len)
+}
+
+/// The merge operator: the operands appended to the value below them.
+fn append(
+    _key: &[u8],
+    base: Option<&[u8]>,
+    operands: &strata_kv::MergeOperands,
+) -> Option<Vec<u8>> {
+    let mut out = base.map(<[u8]>::to_vec).unwrap_or_default();
+    for op in operands {
+        out.extend_from_slice(op);
+    }
+    Some(out)
+}
+
+/// Its partial merge: the operands joined, except for runs of a multiple
+/// of three operands, which it declines (they then stay apart).
+fn append_partial(
+    key: &[u8],
+    base: Option<&[u8]>,
+    operands: &strata_kv::MergeOperands,
+) -> Option<Vec<u8>> {
+    assert!(base.is_none(), "a partial merge has no base");
+    if operands.len().is_multiple_of(3) {
+        return None;
+    }
+    append(key, None, operands)
+}
+
+/// What the model holds after merging `operand` into `k`.
+fn model_merge(model: &mut Model, k: Vec<u8>, operand: &[u8]) {
+    model.entry(k).or_default().extend_from_slice(operand);
 }
 
 fn key(rng: &mut StdRng) -> Vec<u8> {
@@ -329,10 +363,15 @@ fn run_seed(seed: u64, ops: u64) {
                 break;
             }
             match rng.gen_range(0..1000) {
-                0..=399 => {
+                0..=299 => {
                     let (k, v) = (key(&mut rng), value(&mut rng));
                     db.put(&k, &v).unwrap();
                     model.insert(k, v);
+                }
+                300..=399 => {
+                    let (k, v) = (key(&mut rng), value(&mut rng));
+                    db.merge(&k, &v[..v.len().min(8)]).unwrap();
+                    model_merge(&mut model, k, &v[..v.len().min(8)]);
                 }
                 400..=499 => {
                     let k = key(&mut rng);
@@ -358,10 +397,15 @@ fn run_seed(seed: u64, ops: u64) {
                     let mut b = WriteBatch::default();
                     for _ in 0..rng.gen_range(1..20) {
                         let k = key(&mut rng);
-                        if rng.gen_bool(0.7) {
+                        let dice = rng.gen_range(0..10);
+                        if dice < 5 {
                             let v = value(&mut rng);
                             b.put(&k, &v);
                             model.insert(k, v);
+                        } else if dice < 7 {
+                            let v = value(&mut rng);
+                            b.merge(&k, &v[..v.len().min(8)]);
+                            model_merge(&mut model, k, &v[..v.len().min(8)]);
                         } else {
                             b.delete(&k);
                             model.remove(&k);

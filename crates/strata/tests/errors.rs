@@ -226,4 +226,7 @@ fn busy_when_the_database_is_open_elsewhere() {
 }
 
 // `NotSupported` (RocksDB compression names Strata lacks) is
-// `db_basic.rs`'s `compression_names_strata_lacks_are_not_supported`.
+// `db_basic.rs`'s `compression_names_strata_lacks_are_not_supported`; for a
+// merge without a merge operator, `merge.rs`'s
+// `merge_without_an_operator_is_not_supported`. `MergeFailed` is `merge.rs`'s
+// `a_failing_merge_fails_reads_and_compaction_and_loses_nothing`.

@@ -40,6 +40,8 @@ pub const BENCHMARKS: &[&str] = &[
     "seekrandom",
     "readwhilewriting",
     "deleterandom",
+    "mergerandom",
+    "readrandommergerandom",
     "fillseekseq",
     "fillmvcc",
     "mvccscan",
@@ -389,6 +391,17 @@ impl<'o> Runner<'o> {
             multiread_batched: f.multiread_batched,
             seq_descending: f.seq_descending,
             versions_per_key: f.versions_per_key.max(1) as u64,
+            readwrites: if f.reads < 0 && f.writes < 0 {
+                num
+            } else {
+                or_num(f.reads).max(or_num(f.writes))
+            },
+            merge_keys: if f.merge_keys < 0 {
+                num
+            } else {
+                f.merge_keys as u64
+            },
+            merge_percent: f.mergereadpercent.clamp(0, 100) as u64,
             seed_base: self.seed_base,
         }
     }
@@ -444,6 +457,21 @@ impl<'o> Runner<'o> {
             "multireadrandom" => run(Method::MultiReadRandom),
             "seekrandom" => run(Method::SeekRandom),
             "deleterandom" => run(Method::DeleteRandom),
+            "mergerandom" | "readrandommergerandom" => {
+                if self.config.merge_operator.is_none() {
+                    return Err(Error::Usage(format!(
+                        "--benchmarks={name} needs --merge_operator (uint64add, put or stringappend)"
+                    )));
+                }
+                if p.merge_keys == 0 {
+                    return Err(Error::Usage("--merge_keys must not be 0".into()));
+                }
+                run(if name == "mergerandom" {
+                    Method::MergeRandom
+                } else {
+                    Method::ReadRandomMergeRandom
+                })
+            }
             "readwhilewriting" => Action::Run {
                 method: Method::ReadWhileWriting,
                 fresh_db: false,
@@ -658,12 +686,15 @@ impl<'o> Runner<'o> {
             | Method::MultiReadRandom
             | Method::SeekRandom
             | Method::DeleteRandom
+            | Method::MergeRandom
+            | Method::ReadRandomMergeRandom
                 if timed =>
             {
                 return None
             }
             Method::ReadRandom | Method::MultiReadRandom | Method::SeekRandom => p.reads,
             Method::DeleteRandom => p.deletes,
+            Method::MergeRandom | Method::ReadRandomMergeRandom => p.readwrites,
             Method::ReadWhileWriting if timed => return None,
             Method::ReadWhileWriting => return Some(p.reads * (n as u64 - 1)),
             Method::FillSeekSeq => 2 * p.flags_num,

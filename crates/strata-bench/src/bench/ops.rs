@@ -41,6 +41,13 @@ pub struct Params {
     pub seq_descending: bool,
     /// `--versions_per_key` (W5).
     pub versions_per_key: u64,
+    /// Operations of the merge benchmarks: db_bench's `readwrites_`, the
+    /// larger of the reads and writes.
+    pub readwrites: u64,
+    /// `--merge_keys` (negative: `num`).
+    pub merge_keys: u64,
+    /// `--mergereadpercent`.
+    pub merge_percent: u64,
     pub seed_base: u64,
 }
 
@@ -72,6 +79,8 @@ pub enum Method {
     MultiReadRandom,
     SeekRandom,
     DeleteRandom,
+    MergeRandom,
+    ReadRandomMergeRandom,
     ReadWhileWriting,
     FillSeekSeq,
     FillMvcc,
@@ -89,6 +98,8 @@ pub fn run(method: Method, sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> 
         Method::MultiReadRandom => multi_read_random(sh, th),
         Method::SeekRandom => seek_random(sh, th),
         Method::DeleteRandom => delete_random(sh, th),
+        Method::MergeRandom => merge_random(sh, th),
+        Method::ReadRandomMergeRandom => read_random_merge_random(sh, th),
         Method::ReadWhileWriting if th.tid == 0 => background_writer(sh, th),
         Method::ReadWhileWriting => read_random(sh, th),
         Method::FillSeekSeq => fill_seek_seq(sh, th),
@@ -309,6 +320,61 @@ fn delete_random(sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> {
         sh.engine.write(&batch, p.write_mode)?;
         th.stats.finished_ops(p.batch_size, OpKind::Delete);
     }
+    Ok(())
+}
+
+/// db_bench's MergeRandom: merges of generated values into random keys of
+/// `--merge_keys`.
+fn merge_random(sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> {
+    let p = sh.params;
+    let mut values = ValueGenerator::new(p.value_size, p.compression_ratio);
+    let mut key = p.key_format.buffer();
+    let mut duration = Duration::new(p.duration_secs, p.readwrites);
+    let mut bytes = 0u64;
+    while !duration.done(1) {
+        let k = th.rand.next_u64() % p.merge_keys;
+        p.key_format.fill(k, p.merge_keys, &mut key);
+        let value = values.generate();
+        sh.engine.merge(&key, value, p.write_mode)?;
+        bytes += (key.len() + value.len()) as u64;
+        th.stats.finished_ops(1, OpKind::Merge);
+    }
+    th.stats.add_bytes(bytes);
+    th.stats
+        .add_message(&format!("( updates:{})", p.readwrites));
+    Ok(())
+}
+
+/// db_bench's ReadRandomMergeRandom: on random keys of `--merge_keys`,
+/// `--mergereadpercent` merges, the rest gets.
+fn read_random_merge_random(sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> {
+    let p = sh.params;
+    let mut values = ValueGenerator::new(p.value_size, p.compression_ratio);
+    let mut key = p.key_format.buffer();
+    let mut duration = Duration::new(p.duration_secs, p.readwrites);
+    let (mut gets, mut merges, mut hits, mut max_length) = (0u64, 0u64, 0u64, 0usize);
+    while !duration.done(1) {
+        let k = th.rand.next_u64() % p.merge_keys;
+        p.key_format.fill(k, p.merge_keys, &mut key);
+        if th.rand.next_u64() % 100 < p.merge_percent {
+            sh.engine.merge(&key, values.generate(), p.write_mode)?;
+            merges += 1;
+            th.stats.finished_ops(1, OpKind::Merge);
+        } else {
+            if sh
+                .engine
+                .get(&key, &mut |v| max_length = max_length.max(v.len()))?
+            {
+                hits += 1;
+            }
+            gets += 1;
+            th.stats.finished_ops(1, OpKind::Read);
+        }
+    }
+    th.stats.add_message(&format!(
+        "(reads:{gets} merges:{merges} total:{} hits:{hits} maxlength:{max_length})",
+        p.readwrites
+    ));
     Ok(())
 }
 

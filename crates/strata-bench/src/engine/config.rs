@@ -184,6 +184,8 @@ pub struct EngineConfig {
     pub key_size: usize,
     /// `--options_file` (Strata only; empty: none).
     pub options_file: String,
+    /// `--merge_operator` (none when empty).
+    pub merge_operator: Option<super::merge_ops::MergeOperatorKind>,
 }
 
 fn positive<T: TryFrom<i64>>(name: &str, v: i64) -> Result<T> {
@@ -253,6 +255,7 @@ impl EngineConfig {
             },
             key_size: positive("key_size", i64::from(f.key_size))?,
             options_file: f.options_file.clone(),
+            merge_operator: super::merge_ops::MergeOperatorKind::parse(&f.merge_operator)?,
         })
     }
 

@@ -11,6 +11,7 @@
 //! Every engine is `Send + Sync`: benchmark threads share one `&dyn Engine`.
 
 pub mod config;
+pub mod merge_ops;
 pub mod model;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb_engine;
@@ -175,6 +176,10 @@ pub trait Engine: Send + Sync {
         b.delete(key);
         self.write(&b, mode)
     }
+
+    /// Merges `value` into `key` with the `--merge_operator` the engine
+    /// was opened with.
+    fn merge(&self, key: &[u8], value: &[u8], mode: WriteMode) -> Result<()>;
 
     /// Looks `key` up; when found, calls `found` with the value (pinned,
     /// not copied, where the engine can) and returns true.

@@ -5,19 +5,29 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use super::merge_ops::MergeOperatorKind;
 use super::{Batch, BatchEntry, Engine, EngineIterator, WriteMode};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// A `BTreeMap` behind a mutex.
 #[derive(Debug, Default)]
 pub struct ModelEngine {
     map: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
+    merge_operator: Option<MergeOperatorKind>,
 }
 
 impl ModelEngine {
     /// An empty model.
     pub fn new() -> ModelEngine {
         ModelEngine::default()
+    }
+
+    /// An empty model whose merges apply `kind` at once.
+    pub fn with_merge_operator(kind: MergeOperatorKind) -> ModelEngine {
+        ModelEngine {
+            merge_operator: Some(kind),
+            ..ModelEngine::default()
+        }
     }
 
     fn map(&self) -> std::sync::MutexGuard<'_, BTreeMap<Vec<u8>, Vec<u8>>> {
@@ -43,6 +53,16 @@ impl Engine for ModelEngine {
                 }
             }
         }
+        Ok(())
+    }
+
+    fn merge(&self, key: &[u8], value: &[u8], _mode: WriteMode) -> Result<()> {
+        let kind = self
+            .merge_operator
+            .ok_or_else(|| Error::Usage("the model has no merge operator".into()))?;
+        let mut m = self.map();
+        let merged = kind.merge(m.get(key).map(Vec::as_slice), std::iter::once(value));
+        m.insert(key.to_vec(), merged);
         Ok(())
     }
 

@@ -55,6 +55,16 @@ fn options(cfg: &EngineConfig, create: bool) -> Options {
     o.set_table_cache_num_shard_bits(4);
     o.set_hard_pending_compaction_bytes_limit(128 << 30);
     o.set_dump_malloc_stats(true);
+    // db_bench's operators are C++ classes; through the crate the same
+    // functions run as Rust callbacks (see docs/benchmarks.md).
+    if let Some(kind) = cfg.merge_operator {
+        o.set_merge_operator_associative(
+            kind.name(),
+            move |_: &[u8], base: Option<&[u8]>, operands: &rocksdb::MergeOperands| {
+                Some(kind.merge(base, operands.iter()))
+            },
+        );
+    }
     if cfg.prefix_size > 0 {
         o.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(
             cfg.prefix_size,
@@ -249,6 +259,12 @@ impl Engine for RocksDbEngine {
         // db_bench's writers call Put directly.
         self.db
             .put_opt(key, value, &self.write_options[mode_index(mode)])
+            .map_err(err)
+    }
+
+    fn merge(&self, key: &[u8], value: &[u8], mode: WriteMode) -> Result<()> {
+        self.db
+            .merge_opt(key, value, &self.write_options[mode_index(mode)])
             .map_err(err)
     }
 

@@ -122,6 +122,14 @@ fn options(cfg: &EngineConfig, create: bool) -> Result<Options> {
         p.set_from_level(cfg.packed_from_level);
         o.set_packed_table_factory(&p);
     }
+    if let Some(kind) = cfg.merge_operator {
+        o.set_merge_operator_associative(
+            kind.name(),
+            move |_: &[u8], base: Option<&[u8]>, operands: &strata::MergeOperands| {
+                Some(kind.merge(base, operands.iter()))
+            },
+        );
+    }
     if cfg.prefix_size > 0 {
         o.set_prefix_extractor(SliceTransform::create_fixed_prefix(cfg.prefix_size));
     } else if cfg.mvcc_rows {
@@ -185,6 +193,12 @@ impl Engine for StrataEngine {
     fn put(&self, key: &[u8], value: &[u8], mode: WriteMode) -> Result<()> {
         self.db
             .put_opt(key, value, &write_options(mode))
+            .map_err(err)
+    }
+
+    fn merge(&self, key: &[u8], value: &[u8], mode: WriteMode) -> Result<()> {
+        self.db
+            .merge_opt(key, value, &write_options(mode))
             .map_err(err)
     }
 

@@ -113,6 +113,7 @@ struct DeletionPause<'a> {
     manifest_number: u64,
     next_file_number: u64,
     last_sequence: u64,
+    merge_operator: Option<String>,
     /// The log receiving writes, and its size at the capture: the end of
     /// its last whole record. None on a read-only handle.
     active_log: Option<(u64, u64)>,
@@ -141,6 +142,7 @@ impl<'a> DeletionPause<'a> {
             manifest_number,
             next_file_number: st.versions.next_file_number(),
             last_sequence: st.versions.last_sequence(),
+            merge_operator: st.versions.merge_operator().map(str::to_owned),
             active_log,
         })
     }
@@ -199,6 +201,7 @@ fn make_checkpoint(
     }
     let snapshot = snapshot_edit(
         inner.icmp.user_comparator().name(),
+        p.merge_operator.as_deref(),
         &p.version,
         p.log_number,
         p.next_file_number,

@@ -29,6 +29,8 @@ use crate::key::{
 };
 use crate::util::coding::put_fixed64;
 
+use super::merge_operator::{self, MergeOperands, MergeOperator};
+
 /// A saved value buffer larger than this (beyond the value it holds) is
 /// released rather than kept, so one huge value does not pin its memory.
 const SAVED_VALUE_SLACK_BYTES_MAX: usize = 1 << 20;
@@ -70,6 +72,15 @@ pub struct DBIter {
     /// The prefix the last seek confined the iterator to.
     confined: Option<Vec<u8>>,
     status: Result<()>,
+    /// Combines the operands of keys whose newest visible version is a
+    /// merge operand.
+    merge_operator: Option<Arc<MergeOperator>>,
+    /// Forward, at a key whose value was merged: the key and the merged
+    /// value are in `saved_key` and `saved_value`, and the inner iterator
+    /// is (as for any forward position) at the key's newest visible entry.
+    merged: bool,
+    /// Scratch for the operands of one key.
+    operands: MergeOperands,
 }
 
 impl fmt::Debug for DBIter {
@@ -157,7 +168,16 @@ impl DBIter {
             prefix_same_as_start: false,
             confined: None,
             status: Ok(()),
+            merge_operator: None,
+            merged: false,
+            operands: MergeOperands::default(),
         }
+    }
+
+    /// Sets the merge operator that resolves merge operands.
+    pub(crate) fn with_merge_operator(mut self, op: Option<Arc<MergeOperator>>) -> Self {
+        self.merge_operator = op;
+        self
     }
 
     /// After a seek to a key in the extractor's domain, yield only keys of
@@ -185,8 +205,8 @@ impl DBIter {
     pub fn key(&self) -> &[u8] {
         assert!(self.valid, "DBIter::key while invalid");
         match self.direction {
-            Direction::Forward => extract_user_key(self.inner.key()),
-            Direction::Reverse => &self.saved_key,
+            Direction::Forward if !self.merged => extract_user_key(self.inner.key()),
+            _ => &self.saved_key,
         }
     }
 
@@ -194,8 +214,8 @@ impl DBIter {
     pub fn value(&self) -> &[u8] {
         assert!(self.valid, "DBIter::value while invalid");
         match self.direction {
-            Direction::Forward => self.inner.value(),
-            Direction::Reverse => &self.saved_value,
+            Direction::Forward if !self.merged => self.inner.value(),
+            _ => &self.saved_value,
         }
     }
 
@@ -310,6 +330,7 @@ impl DBIter {
     /// Moves to the next visible key. Panics if not [`DBIter::valid`].
     pub fn next(&mut self) {
         assert!(self.valid, "DBIter::next while invalid");
+        self.merged = false;
         if self.direction == Direction::Reverse {
             // The inner iterator is just before the entries of `saved_key`:
             // step into them and skip them below.
@@ -327,6 +348,7 @@ impl DBIter {
     /// Moves to the previous visible key. Panics if not [`DBIter::valid`].
     pub fn prev(&mut self) {
         assert!(self.valid, "DBIter::prev while invalid");
+        self.merged = false;
         if self.direction == Direction::Forward {
             // The inner iterator is at the current entry: step back past
             // every entry of the current user key.
@@ -418,6 +440,7 @@ impl DBIter {
     /// comparator is a built-in one (see [`PrefixRun`]).
     pub fn next_prefix(&mut self) {
         assert!(self.valid, "DBIter::next_prefix while invalid");
+        self.merged = false;
         let Some(transform) = self.take_extractor("next_prefix") else {
             return;
         };
@@ -464,6 +487,7 @@ impl DBIter {
     /// [`DBIter::next_prefix`] apply. Panics if not [`DBIter::valid`].
     pub fn prev_prefix(&mut self) {
         assert!(self.valid, "DBIter::prev_prefix while invalid");
+        self.merged = false;
         let Some(transform) = self.take_extractor("prev_prefix") else {
             return;
         };
@@ -586,6 +610,7 @@ impl DBIter {
     fn start(&mut self, direction: Direction) {
         self.direction = direction;
         self.valid = false;
+        self.merged = false;
         self.saved_key.clear();
         self.clear_saved_value();
     }
@@ -601,6 +626,7 @@ impl DBIter {
     /// Becomes invalid at the end of the entries, or after an inner error.
     fn stop(&mut self) {
         self.valid = false;
+        self.merged = false;
         self.direction = Direction::Forward;
         self.saved_key.clear();
         self.clear_saved_value();
@@ -647,11 +673,81 @@ impl DBIter {
                             return;
                         }
                     }
+                    ValueKind::Merge => {
+                        let hidden = skipping
+                            && cmp.compare(ikey.user_key, &self.saved_key) != Ordering::Greater;
+                        if !hidden {
+                            self.saved_key.clear();
+                            self.saved_key.extend_from_slice(ikey.user_key);
+                            return self.merge_forward();
+                        }
+                    }
                 }
             }
             self.inner.next();
         }
         self.stop();
+    }
+
+    /// Forward, at the newest visible entry of `saved_key`, a merge operand:
+    /// gathers its operands down to a value or deletion, merges them into
+    /// `saved_value`, and seeks back to that entry.
+    fn merge_forward(&mut self) {
+        self.operands.clear();
+        self.operands.push(self.inner.value());
+        let mut base: Option<Vec<u8>> = None;
+        // Bounded by the key's entries: each turn moves forward.
+        loop {
+            self.inner.next();
+            if !self.inner.valid() {
+                if let Err(e) = self.inner.status() {
+                    return self.fail(e);
+                }
+                break;
+            }
+            let ikey = match parse(self.inner.key()) {
+                Ok(ikey) => ikey,
+                Err(e) => return self.fail(e),
+            };
+            if self.user_cmp.compare(ikey.user_key, &self.saved_key) != Ordering::Equal {
+                break;
+            }
+            match ikey.kind {
+                ValueKind::Value => {
+                    base = Some(self.inner.value().to_vec());
+                    break;
+                }
+                ValueKind::Deletion => break,
+                ValueKind::Merge => self.operands.push(self.inner.value()),
+            }
+        }
+        self.operands.reverse(); // met newest first
+        let merged = merge_operator::resolve(
+            self.merge_operator.as_deref(),
+            &self.saved_key,
+            base.as_deref(),
+            &self.operands,
+        );
+        match merged {
+            Ok(v) => self.saved_value = v,
+            Err(e) => return self.fail(e),
+        }
+        // Back to the key's newest visible entry, the forward position.
+        build_internal_key(
+            &mut self.seek_key,
+            &self.saved_key,
+            self.sequence,
+            ValueKind::FOR_SEEK,
+        );
+        self.inner.seek(&self.seek_key);
+        if !self.inner.valid() {
+            let e = self.inner.status().err().unwrap_or_else(|| {
+                Error::corruption("iterator", 0, "a merged key vanished on a seek back")
+            });
+            return self.fail(e);
+        }
+        self.merged = true;
+        self.valid = true;
     }
 
     /// Reverse: from the inner position (the last entry of the candidate
@@ -661,6 +757,10 @@ impl DBIter {
     fn find_prev_user_entry(&mut self) {
         debug_assert_eq!(self.direction, Direction::Reverse);
         let mut kind = ValueKind::Deletion;
+        // With kind Merge: whether a value lies below the operands (it is
+        // in `saved_value`).
+        let mut has_base = false;
+        self.operands.clear();
         // Bounded by the inner iterator's entries: each turn moves backward.
         while self.inner.valid() {
             let ikey = match parse(self.inner.key()) {
@@ -682,13 +782,29 @@ impl DBIter {
                     // A value was found for a larger key: yield it.
                     break;
                 }
-                kind = ikey.kind;
-                match kind {
+                let entry_kind = ikey.kind;
+                match entry_kind {
                     ValueKind::Deletion => {
                         self.saved_key.clear();
                         self.clear_saved_value();
+                        self.operands.clear();
+                    }
+                    ValueKind::Merge => {
+                        // Entries come oldest first: the operands gather in
+                        // the order the merge takes them.
+                        match kind {
+                            ValueKind::Deletion => {
+                                has_base = false;
+                                self.saved_key.clear();
+                                self.saved_key.extend_from_slice(ikey.user_key);
+                            }
+                            ValueKind::Value => has_base = true,
+                            ValueKind::Merge => {}
+                        }
+                        self.operands.push(self.inner.value());
                     }
                     ValueKind::Value => {
+                        self.operands.clear();
                         let raw_value = self.inner.value();
                         if self.saved_value.capacity()
                             > raw_value.len() + SAVED_VALUE_SLACK_BYTES_MAX
@@ -701,6 +817,7 @@ impl DBIter {
                         self.saved_value.extend_from_slice(raw_value);
                     }
                 }
+                kind = entry_kind;
             }
             self.inner.prev();
         }
@@ -714,6 +831,17 @@ impl DBIter {
         match kind {
             ValueKind::Deletion => self.stop(),
             ValueKind::Value => self.valid = true,
+            ValueKind::Merge => {
+                let base = has_base.then_some(self.saved_value.as_slice());
+                let op = self.merge_operator.as_deref();
+                match merge_operator::resolve(op, &self.saved_key, base, &self.operands) {
+                    Ok(v) => {
+                        self.saved_value = v;
+                        self.valid = true;
+                    }
+                    Err(e) => self.fail(e),
+                }
+            }
         }
     }
 }

@@ -103,6 +103,7 @@ impl<'a> DBRawIterator<'a> {
             ro.upper_bound.clone(),
         )
         .with_prefix_extractor(db.opts.prefix_extractor.clone())
+        .with_merge_operator(db.opts.merge_operator.clone())
         .with_prefix_same_as_start(ro.prefix_same_as_start && !ro.total_order_seek);
         DBRawIterator {
             iter,

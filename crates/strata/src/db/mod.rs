@@ -12,6 +12,7 @@ mod inner;
 mod iterator;
 mod level_iter;
 mod live_files;
+pub(crate) mod merge_operator;
 mod multi_get;
 mod open;
 pub mod options;
@@ -34,6 +35,7 @@ use inner::DbInner;
 
 pub use iterator::{DBIterator, DBRawIterator, Direction, IteratorMode};
 pub use live_files::{LiveFile, TableFileCheck};
+pub use merge_operator::{MergeFn, MergeOperands, MergeOperandsIter};
 pub use options::{
     BlockBasedOptions, Cache, DBCompressionType, DBRecoveryMode, Options, PackedTableOptions,
     ReadOptions, WriteOptions,
@@ -181,8 +183,32 @@ impl DB {
         self.write_opt(batch, &WriteOptions::default())
     }
 
+    /// Merges `value` into `key` with the merge operator set at open
+    /// ([`Options::set_merge_operator`]); `NotSupported` without one.
+    pub fn merge<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, key: K, value: V) -> Result<()> {
+        self.merge_opt(key, value, &WriteOptions::default())
+    }
+
+    /// Merges `value` into `key` with write options.
+    pub fn merge_opt<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &self,
+        key: K,
+        value: V,
+        wo: &WriteOptions,
+    ) -> Result<()> {
+        let mut b = WriteBatch::default();
+        b.merge(key, value);
+        self.write_opt(b, wo)
+    }
+
     /// Applies a batch atomically with write options.
     pub fn write_opt(&self, batch: WriteBatch, wo: &WriteOptions) -> Result<()> {
+        if batch.has_merge() && self.inner.opts.merge_operator.is_none() {
+            // As RocksDB: operands nobody can resolve are refused up front.
+            return Err(Error::NotSupported(
+                "merge needs a merge operator: Options::set_merge_operator at open".into(),
+            ));
+        }
         self.inner.write(Some(batch), wo.sync, wo.disable_wal)
     }
 

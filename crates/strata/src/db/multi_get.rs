@@ -29,7 +29,7 @@ use crate::sst::{Found, TableProbe};
 use crate::version::{FileMetaData, NUM_LEVELS};
 
 use super::inner::{DbInner, SuperVersion};
-use super::read::{memtables_get, DBPinnableSlice};
+use super::read::{memtables_get, DBPinnableSlice, MemGet};
 
 /// The answer for one key of a batch.
 pub(crate) type MultiGetResult = Result<Option<DBPinnableSlice>>;
@@ -103,12 +103,33 @@ impl DbInner {
     ) -> Vec<MultiGetResult> {
         let seq = snapshot.unwrap_or(sv.sequence);
         let mut results: Vec<Option<MultiGetResult>> = Vec::with_capacity(keys.len());
-        for key in keys {
-            results.push(memtables_get(sv, key, seq));
+        // Keys whose newest visible version is a merge operand: decided
+        // (no further source is asked in the batch), then answered one by
+        // one by the merge read.
+        let mut merges = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            results.push(match memtables_get(sv, key, seq) {
+                MemGet::Found(v) => Some(Ok(v)),
+                MemGet::Merge => {
+                    merges.push(i);
+                    Some(Ok(None))
+                }
+                MemGet::NotFound => None,
+            });
         }
         let pending = self.pending(keys, &results, sorted_input, seq);
         let mut scratch = Vec::with_capacity(pending.len());
-        self.tables_get(sv, &pending, &mut results, &mut scratch, fill_cache);
+        self.tables_get(
+            sv,
+            &pending,
+            &mut results,
+            &mut merges,
+            &mut scratch,
+            fill_cache,
+        );
+        for i in merges {
+            results[i] = Some(self.merge_get(sv, keys[i], seq, fill_cache));
+        }
         results.into_iter().map(|r| r.unwrap_or(Ok(None))).collect()
     }
 
@@ -154,6 +175,7 @@ impl DbInner {
         sv: &SuperVersion,
         pending: &Pending,
         results: &mut [Option<MultiGetResult>],
+        merges: &mut Vec<usize>,
         active: &mut Vec<usize>,
         fill_cache: bool,
     ) {
@@ -171,7 +193,15 @@ impl DbInner {
                 active[start..].partition_point(|&j| ucmp.compare(pending.user_key(j), hi).is_le());
             if len > 0 {
                 let group = &active[start..start + len];
-                self.file_get((0, f), pending, &mut probes, group, results, fill_cache);
+                self.file_get(
+                    (0, f),
+                    pending,
+                    &mut probes,
+                    group,
+                    results,
+                    merges,
+                    fill_cache,
+                );
                 active.retain(|&j| results[pending.key_index[j]].is_none());
             }
         }
@@ -203,7 +233,15 @@ impl DbInner {
                 if current != Some(f) && !group.is_empty() {
                     let prev = current.expect("a group belongs to a file");
                     let file = (level, &*files[prev]);
-                    self.file_get(file, pending, &mut probes, &group, results, fill_cache);
+                    self.file_get(
+                        file,
+                        pending,
+                        &mut probes,
+                        &group,
+                        results,
+                        merges,
+                        fill_cache,
+                    );
                     group.clear();
                 }
                 current = Some(f);
@@ -217,7 +255,15 @@ impl DbInner {
             }
             if let (Some(f), false) = (current, group.is_empty()) {
                 let file = (level, &*files[f]);
-                self.file_get(file, pending, &mut probes, &group, results, fill_cache);
+                self.file_get(
+                    file,
+                    pending,
+                    &mut probes,
+                    &group,
+                    results,
+                    merges,
+                    fill_cache,
+                );
                 group.clear();
             }
             active.retain(|&j| results[pending.key_index[j]].is_none());
@@ -227,6 +273,9 @@ impl DbInner {
     /// Looks up the pending keys `group` (ascending positions in `pending`)
     /// in table `f` of `level`, recording each answer the table gives.
     /// `probes` is scratch, reused across the files of a batch.
+    // The batch's state travels as separate borrows (answers, keys left
+    // to merge, scratch) so each can be borrowed apart.
+    #[allow(clippy::too_many_arguments)]
     fn file_get<'p>(
         &self,
         (level, f): (usize, &FileMetaData),
@@ -234,6 +283,7 @@ impl DbInner {
         probes: &mut Vec<TableProbe<'p>>,
         group: &[usize],
         results: &mut [Option<MultiGetResult>],
+        merges: &mut Vec<usize>,
         fill_cache: bool,
     ) {
         let table = match self.table_cache.get_for(f, level) {
@@ -248,7 +298,14 @@ impl DbInner {
         probes.clear();
         probes.extend(group.iter().map(|&j| pending.probe(j)));
         table.multi_get(probes, fill_cache, &mut |p, r| {
-            results[pending.key_index[group[p]]] = Some(r.map(table_value));
+            let i = pending.key_index[group[p]];
+            results[i] = Some(match r {
+                Ok(e) if e.kind == ValueKind::Merge => {
+                    merges.push(i);
+                    Ok(None)
+                }
+                r => r.map(table_value),
+            });
         });
     }
 }
@@ -257,6 +314,6 @@ impl DbInner {
 fn table_value(e: Found) -> Option<DBPinnableSlice> {
     match e.kind {
         ValueKind::Value => Some(DBPinnableSlice::from_block(e.value)),
-        ValueKind::Deletion => None,
+        ValueKind::Deletion | ValueKind::Merge => None,
     }
 }

@@ -20,7 +20,7 @@ use super::inner::{DbInner, DbState, LevelStats};
 use super::options::Options;
 use super::table_cache::TableCache;
 use super::write::insert_into;
-use super::write_batch::WriteBatch;
+use super::write_batch::{BatchRecord, WriteBatch};
 
 /// Block cache used when the options name none: 32 MiB, as RocksDB.
 const DEFAULT_BLOCK_CACHE_BYTES: usize = 32 << 20;
@@ -151,6 +151,7 @@ fn build(
         opts.table.pin_l0_filter_and_index_blocks_in_cache,
     )
     .with_prefix_extractor(opts.prefix_extractor.clone())
+    .with_merge_operator(opts.merge_operator.as_ref().map(|m| m.name().to_string()))
     .with_packed_lazy_checksums(opts.packed.as_ref().is_some_and(|p| p.lazy_checksums));
     Arc::new(DbInner {
         dir: dir.to_owned(),
@@ -278,6 +279,7 @@ impl DbInner {
     /// to the last sequence number applied; `after` runs after each batch.
     fn replay_log(
         &self,
+        recorded_merge_operator: Option<&str>,
         number: u64,
         mem: &mut Arc<MemTable>,
         max_seq: &mut u64,
@@ -307,11 +309,37 @@ impl DbInner {
                     ),
                 ));
             }
+            if batch
+                .iter()
+                .any(|r| matches!(r, Ok(BatchRecord::Merge(..))))
+            {
+                self.check_logged_operands(recorded_merge_operator, &name, offset)?;
+            }
             insert_into(mem, &batch, first);
             *max_seq = (*max_seq).max(first + batch.len() as u64 - 1);
             after(mem)?;
         }
         Ok(())
+    }
+
+    /// Logged merge operands are replayed only under the merge operator
+    /// that wrote them: the one on record (a database that never recorded
+    /// one takes any), and never without one.
+    fn check_logged_operands(&self, recorded: Option<&str>, log: &str, offset: u64) -> Result<()> {
+        let configured = self.opts.merge_operator.as_ref().map(|m| m.name());
+        let ok = match (configured, recorded) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(c), Some(r)) => c == r,
+        };
+        if ok {
+            return Ok(());
+        }
+        Err(Error::invalid_argument(format!(
+            "{log} (offset {offset}) holds merge operands written with merge operator {}, opened with {}",
+            recorded.map_or("(unrecorded)".to_string(), |r| format!("{r:?}")),
+            configured.map_or("none (Options::set_merge_operator)".to_string(), |c| format!("{c:?}")),
+        )))
     }
 
     /// Replays the logs the manifest does not cover into the memtable,
@@ -329,7 +357,10 @@ impl DbInner {
                     path.display()
                 )));
             }
-            self.replay_log(number, &mut mem, &mut max_seq, |_| Ok(()))?;
+            let recorded = st.versions.merge_operator().map(str::to_owned);
+            self.replay_log(recorded.as_deref(), number, &mut mem, &mut max_seq, |_| {
+                Ok(())
+            })?;
         }
         st.versions.set_last_sequence(max_seq);
         Ok(())
@@ -343,8 +374,9 @@ impl DbInner {
         let mut edit = VersionEdit::new();
         let mut max_seq = st.versions.last_sequence();
         let mut mem = Arc::new(MemTable::new(self.icmp.clone()));
+        let recorded = st.versions.merge_operator().map(str::to_owned);
         for &number in &logs {
-            self.replay_log(number, &mut mem, &mut max_seq, |mem| {
+            self.replay_log(recorded.as_deref(), number, &mut mem, &mut max_seq, |mem| {
                 if mem.approximate_memory_usage() >= self.opts.write_buffer_size {
                     self.flush_recovered(&mut st, mem, &mut edit)?;
                     *mem = Arc::new(MemTable::new(self.icmp.clone()));
@@ -360,6 +392,12 @@ impl DbInner {
         let file = self.fs.create(&log_file_name(&self.dir, number))?;
         self.fs.sync_dir(&self.dir)?;
         edit.set_log_number(number);
+        // The logs written under the previous merge operator are in
+        // tables now: record the one the database runs with from here.
+        let merge_operator = self.opts.merge_operator.as_ref().map_or("", |m| m.name());
+        if recorded.as_deref() != Some(merge_operator) {
+            edit.set_merge_operator_name(merge_operator);
+        }
         st.versions.log_and_apply(&mut edit)?;
         st.log = Some(LogWriter::new(file));
         st.log_number = number;

@@ -14,6 +14,7 @@ use crate::limits::{WRITE_BUFFER_SIZE_BYTES_MAX, WRITE_BUFFER_SIZE_BYTES_MIN};
 use crate::sst::{BlockPropertyCollectorFactory, BlockPropertyFilter, TableOptions};
 use crate::wal::WalRecoveryMode;
 
+use super::merge_operator::{MergeFn, MergeOperator};
 use super::sst_partitioner::SstPartitionerFactory;
 
 /// Compression types, as `rocksdb::DBCompressionType` (the subset Strata
@@ -254,6 +255,7 @@ pub struct Options {
     pub(crate) prefix_extractor: Option<Arc<SliceTransform>>,
     pub(crate) block_property_collectors: Vec<BlockPropertyCollectorFactory>,
     pub(crate) sst_partitioner: Option<SstPartitionerFactory>,
+    pub(crate) merge_operator: Option<Arc<MergeOperator>>,
     pub(crate) stream_aware_cutting: bool,
     pub(crate) packed: Option<PackedTableOptions>,
 }
@@ -269,6 +271,10 @@ impl std::fmt::Debug for Options {
             .field("compression", &self.compression)
             .field("comparator", &self.comparator.name())
             .field("table", &self.table)
+            .field(
+                "merge_operator",
+                &self.merge_operator.as_ref().map(|m| m.name()),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -301,6 +307,7 @@ impl Default for Options {
             prefix_extractor: None,
             block_property_collectors: Vec::new(),
             sst_partitioner: None,
+            merge_operator: None,
             stream_aware_cutting: true,
             packed: None,
         }
@@ -331,6 +338,63 @@ impl Comparator for FnComparator {
 }
 
 impl Options {
+    /// Sets the merge operator, whose one function serves as both the full
+    /// and the partial merge (for associative operations: counters,
+    /// appends, set unions). `name` is stored with the tables that hold
+    /// operands; a table written under another name is refused at read.
+    ///
+    /// ```
+    /// use strata_kv::{MergeOperands, Options, DB};
+    /// fn add(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
+    ///     let mut sum = existing.map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap()));
+    ///     for op in operands {
+    ///         sum += u64::from_le_bytes(op.try_into().ok()?);
+    ///     }
+    ///     Some(sum.to_le_bytes().to_vec())
+    /// }
+    /// # let dir = std::env::temp_dir().join(format!("strata-doc-{}-{}", std::process::id(), line!()));
+    /// let mut opts = Options::default();
+    /// opts.create_if_missing(true);
+    /// opts.set_merge_operator_associative("add", add);
+    /// let db = DB::open(&opts, &dir)?;
+    /// db.merge(b"hits", 2u64.to_le_bytes())?;
+    /// db.merge(b"hits", 3u64.to_le_bytes())?;
+    /// assert_eq!(db.get(b"hits")?, Some(5u64.to_le_bytes().to_vec()));
+    /// # drop(db);
+    /// # DB::destroy(&Options::default(), &dir)?;
+    /// # Ok::<(), strata_kv::Error>(())
+    /// ```
+    pub fn set_merge_operator_associative<F: MergeFn + Clone>(
+        &mut self,
+        name: impl AsRef<str>,
+        full_merge_fn: F,
+    ) {
+        let partial = Box::new(full_merge_fn.clone());
+        self.merge_operator = Some(MergeOperator::new(
+            name.as_ref(),
+            Box::new(full_merge_fn),
+            Some(partial),
+        ));
+    }
+
+    /// Sets the merge operator: `full_merge_fn` applies operands (oldest
+    /// first) to the value below them, `partial_merge_fn` combines
+    /// operands into one (its `existing` argument is always `None`; return
+    /// `None` to keep them apart). See
+    /// [`set_merge_operator_associative`](Self::set_merge_operator_associative).
+    pub fn set_merge_operator<F: MergeFn, PF: MergeFn>(
+        &mut self,
+        name: impl AsRef<str>,
+        full_merge_fn: F,
+        partial_merge_fn: PF,
+    ) {
+        self.merge_operator = Some(MergeOperator::new(
+            name.as_ref(),
+            Box::new(full_merge_fn),
+            Some(Box::new(partial_merge_fn)),
+        ));
+    }
+
     /// Cuts the outputs of flushes and compactions where the partitioner
     /// says (see [`SstPartitioner`](crate::SstPartitioner)), and refuses
     /// trivial moves of files it would cut.

@@ -7,17 +7,21 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::iter::merging::MergingIterator;
 use crate::iter::InternalIterator;
-use crate::key::{pack_trailer, Comparator, InternalKey, SequenceNumber, ValueKind, TRAILER_BYTES};
+use crate::key::{
+    pack_trailer, parse_internal_key, Comparator, InternalKey, SequenceNumber, ValueKind,
+    TRAILER_BYTES,
+};
 use crate::memtable::{MemTable, MemTableGet};
 use crate::sst::filter::filter_hash;
 use crate::sst::BlockPropertyFilter;
-use crate::version::NUM_LEVELS;
+use crate::version::{FileMetaData, NUM_LEVELS};
 
 use super::inner::{DbInner, SuperVersion};
 use super::level_iter::LevelIterator;
+use super::merge_operator::{self, MergeOperands};
 
 /// A value read by `get_pinned`: it borrows the block or memtable it was
 /// found in rather than copying it, and keeps that memory alive while held.
@@ -100,23 +104,81 @@ impl PartialEq<[u8]> for DBPinnableSlice {
     }
 }
 
+/// What the memtables say of a key.
+pub(super) enum MemGet {
+    /// The newest visible version is this value, or a deletion (`None`).
+    Found(Option<DBPinnableSlice>),
+    /// The newest visible version is a merge operand: the key needs
+    /// [`DbInner::merge_get`].
+    Merge,
+    /// No memtable holds a visible version.
+    NotFound,
+}
+
 /// The answer of the memtables of `sv` (active first, then the immutable
-/// ones newest first) for `key` at `seq`, if one of them decides it.
-pub(super) fn memtables_get(
-    sv: &SuperVersion,
-    key: &[u8],
-    seq: SequenceNumber,
-) -> Option<Result<Option<DBPinnableSlice>>> {
+/// ones newest first) for `key` at `seq`.
+pub(super) fn memtables_get(sv: &SuperVersion, key: &[u8], seq: SequenceNumber) -> MemGet {
     for mem in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
         match mem.get(key, seq) {
             Some(MemTableGet::Value(v)) => {
-                return Some(Ok(Some(DBPinnableSlice::from_mem(mem, v))))
+                return MemGet::Found(Some(DBPinnableSlice::from_mem(mem, v)))
             }
-            Some(MemTableGet::Deleted) => return Some(Ok(None)),
+            Some(MemTableGet::Deleted) => return MemGet::Found(None),
+            Some(MemTableGet::Merge) => return MemGet::Merge,
             None => {}
         }
     }
-    None
+    MemGet::NotFound
+}
+
+/// Builds the lookup key of `key` at `seq` in `stack` when it fits, else
+/// on the heap, and passes it to `f`.
+fn with_lookup<R>(key: &[u8], seq: SequenceNumber, f: impl FnOnce(&[u8]) -> R) -> R {
+    let mut stack = [0u8; 128];
+    match stack.get_mut(..key.len() + TRAILER_BYTES) {
+        Some(buf) => {
+            let (user, trailer) = buf.split_at_mut(key.len());
+            user.copy_from_slice(key);
+            trailer.copy_from_slice(&pack_trailer(seq, ValueKind::FOR_SEEK).to_le_bytes());
+            f(buf)
+        }
+        None => f(InternalKey::new(key, seq, ValueKind::FOR_SEEK).encoded()),
+    }
+}
+
+/// Where a walk over one source's versions of a key ended.
+enum Walk {
+    /// At a value (`Some`) or a deletion (`None`): the operands' base.
+    Base(Option<Vec<u8>>),
+    /// The source holds no older version: go on to the next.
+    Exhausted,
+}
+
+/// From `lookup`, gathers the merge operands of `key` in `it` (newest
+/// first) until a value or deletion ends them.
+fn walk_versions(
+    it: &mut dyn InternalIterator,
+    lookup: &[u8],
+    key: &[u8],
+    ucmp: &dyn Comparator,
+    operands: &mut MergeOperands,
+) -> Result<Walk> {
+    it.seek(lookup);
+    while it.valid() {
+        let p = parse_internal_key(it.key())
+            .ok_or_else(|| Error::corruption("merge read", 0, "malformed internal key"))?;
+        if ucmp.compare(p.user_key, key) != Ordering::Equal {
+            break;
+        }
+        match p.kind {
+            ValueKind::Value => return Ok(Walk::Base(Some(it.value().to_vec()))),
+            ValueKind::Deletion => return Ok(Walk::Base(None)),
+            ValueKind::Merge => operands.push(it.value()),
+        }
+        it.next();
+    }
+    it.status()?;
+    Ok(Walk::Exhausted)
 }
 
 impl DbInner {
@@ -142,54 +204,98 @@ impl DbInner {
         fill_cache: bool,
     ) -> Result<Option<DBPinnableSlice>> {
         let seq = snapshot.unwrap_or(sv.sequence);
-        if let Some(decided) = memtables_get(sv, key, seq) {
-            return decided;
+        match memtables_get(sv, key, seq) {
+            MemGet::Found(v) => return Ok(v),
+            MemGet::Merge => return self.merge_get(sv, key, seq, fill_cache),
+            MemGet::NotFound => {}
         }
         // The lookup key is built on the stack when it fits (most keys).
-        let mut stack = [0u8; 128];
-        let heap;
-        let lookup: &[u8] = match stack.get_mut(..key.len() + TRAILER_BYTES) {
-            Some(buf) => {
-                let (user, trailer) = buf.split_at_mut(key.len());
-                user.copy_from_slice(key);
-                trailer.copy_from_slice(&pack_trailer(seq, ValueKind::FOR_SEEK).to_le_bytes());
-                buf
+        with_lookup(key, seq, |lookup| {
+            let hash = filter_hash(key);
+            for (level, f) in self.candidate_files(sv, key, lookup) {
+                let table = self.table_cache.get_for(f, level)?;
+                if let Some(e) = table.get_opt(lookup, hash, fill_cache)? {
+                    return match e.kind {
+                        ValueKind::Value => Ok(Some(DBPinnableSlice::from_block(e.value))),
+                        ValueKind::Deletion => Ok(None),
+                        ValueKind::Merge => self.merge_get(sv, key, seq, fill_cache),
+                    };
+                }
             }
-            None => {
-                heap = InternalKey::new(key, seq, ValueKind::FOR_SEEK);
-                heap.encoded()
-            }
-        };
-        debug_assert_eq!(
-            lookup,
-            InternalKey::new(key, seq, ValueKind::FOR_SEEK).encoded()
-        );
-        let hash = filter_hash(key);
+            Ok(None)
+        })
+    }
+
+    /// The table files of `sv` that may hold `key`, newest first: L0's
+    /// (each checked against both bounds, as they overlap), then one
+    /// candidate per level: the first whose largest key is at or after
+    /// the lookup key, so only its smallest key is left to check.
+    fn candidate_files<'v>(
+        &'v self,
+        sv: &'v SuperVersion,
+        key: &'v [u8],
+        lookup: &'v [u8],
+    ) -> impl Iterator<Item = (usize, &'v Arc<FileMetaData>)> + 'v {
         let ucmp = &*self.user_cmp;
         let v = &sv.version;
-        // L0 newest first, each file checked against both bounds (they
-        // overlap), then one candidate file per level: the first whose
-        // largest key is at or after the lookup key, so only its smallest
-        // key is left to check.
-        let l0 = v.files(0).iter().filter(|f| {
+        let l0 = v.files(0).iter().filter(move |f| {
             ucmp.compare(key, f.smallest.user_key()) != Ordering::Less
                 && ucmp.compare(key, f.largest.user_key()) != Ordering::Greater
         });
-        let deeper = (1..NUM_LEVELS).filter_map(|level| {
+        let deeper = (1..NUM_LEVELS).filter_map(move |level| {
             let i = v.find_file(&self.icmp, level, lookup);
             let f = v.files(level).get(i)?;
             (ucmp.compare(key, f.smallest.user_key()) != Ordering::Less).then_some((level, f))
         });
-        for (level, f) in l0.map(|f| (0, f)).chain(deeper) {
-            let table = self.table_cache.get_for(f, level)?;
-            if let Some(e) = table.get_opt(lookup, hash, fill_cache)? {
-                return Ok(match e.kind {
-                    ValueKind::Value => Some(DBPinnableSlice::from_block(e.value)),
-                    ValueKind::Deletion => None,
-                });
+        l0.map(|f| (0, f)).chain(deeper)
+    }
+
+    /// The value of `key` at `seq` when its newest visible version is a
+    /// merge operand: walks the versions of the key newest first, source
+    /// by source (a source's bloom filter is asked first), gathering
+    /// operands until a value or a deletion, and merges them.
+    pub(super) fn merge_get(
+        &self,
+        sv: &SuperVersion,
+        key: &[u8],
+        seq: SequenceNumber,
+        fill_cache: bool,
+    ) -> Result<Option<DBPinnableSlice>> {
+        let ucmp = &*self.user_cmp;
+        let mut operands = MergeOperands::default();
+        let base = with_lookup(key, seq, |lookup| -> Result<Option<Vec<u8>>> {
+            for mem in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
+                let mut it = mem.iter();
+                if let Walk::Base(base) = walk_versions(&mut it, lookup, key, ucmp, &mut operands)?
+                {
+                    return Ok(base);
+                }
             }
-        }
-        Ok(None)
+            let hash = filter_hash(key);
+            for (level, f) in self.candidate_files(sv, key, lookup) {
+                let table = self.table_cache.get_for(f, level)?;
+                let Some(e) = table.get_opt(lookup, hash, fill_cache)? else {
+                    continue;
+                };
+                match e.kind {
+                    ValueKind::Value => return Ok(Some(e.value.to_vec())),
+                    ValueKind::Deletion => return Ok(None),
+                    ValueKind::Merge => {
+                        let mut it = table.iter_opt(fill_cache);
+                        if let Walk::Base(base) =
+                            walk_versions(&mut it, lookup, key, ucmp, &mut operands)?
+                        {
+                            return Ok(base);
+                        }
+                    }
+                }
+            }
+            Ok(None)
+        })?;
+        operands.reverse(); // met newest first
+        let op = self.opts.merge_operator.as_deref();
+        let merged = merge_operator::resolve(op, key, base.as_deref(), &operands)?;
+        Ok(Some(DBPinnableSlice::from_block(Bytes::from(merged))))
     }
 
     /// A merged iterator over every memtable and table of `sv`.

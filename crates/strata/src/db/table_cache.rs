@@ -49,6 +49,9 @@ pub(crate) struct TableCache {
     /// Packed tables check each section's checksum on first use, not at
     /// open.
     packed_lazy_checksums: bool,
+    /// The name of the database's merge operator: a table holding merge
+    /// operands written under another is refused.
+    merge_operator: Option<String>,
 }
 
 impl std::fmt::Debug for TableCache {
@@ -87,6 +90,7 @@ impl TableCache {
             placement: MetaPlacement::Reader,
             prefix_extractor: None,
             packed_lazy_checksums: false,
+            merge_operator: None,
             readers: LruCache::new(
                 capacity,
                 Some(if (0..160).contains(&max_open_files) {
@@ -101,6 +105,12 @@ impl TableCache {
     /// Readers probe their filters for prefixes of `extractor`.
     pub(crate) fn with_prefix_extractor(mut self, extractor: Option<Arc<SliceTransform>>) -> Self {
         self.prefix_extractor = extractor;
+        self
+    }
+
+    /// Tables holding merge operands must have been written under `name`.
+    pub(crate) fn with_merge_operator(mut self, name: Option<String>) -> Self {
+        self.merge_operator = name;
         self
     }
 
@@ -151,6 +161,9 @@ impl TableCache {
             packed_lazy_checksums: self.packed_lazy_checksums,
         };
         let reader = Table::open(file, name, &opts)?;
+        reader
+            .properties()
+            .check_merge_operator(&path.display().to_string(), self.merge_operator.as_deref())?;
         self.readers.insert(number, reader.clone(), 1);
         Ok(reader)
     }

@@ -67,12 +67,15 @@ impl<'a, F: FnMut() -> u64> TableOutputs<'a, F> {
                 self.numbers.push(number);
                 let path = table_file_name(&self.db.dir, number);
                 let file = self.db.fs.create(&path)?;
-                let builder = TableWriter::new(
+                let mut builder = TableWriter::new(
                     self.db.opts.table_options(),
                     self.db.opts.packed_at(self.level),
                     file,
                     path.display().to_string(),
                 )?;
+                if let Some(op) = &self.db.opts.merge_operator {
+                    builder.set_merge_operator(op.name());
+                }
                 self.current.insert(Output {
                     number,
                     builder,

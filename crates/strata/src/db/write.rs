@@ -277,6 +277,7 @@ pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch, first_seq: u64) {
         match record {
             Ok(BatchRecord::Put(k, v)) => writer.add(seq, crate::key::ValueKind::Value, k, v),
             Ok(BatchRecord::Delete(k)) => writer.add(seq, crate::key::ValueKind::Deletion, k, &[]),
+            Ok(BatchRecord::Merge(k, v)) => writer.add(seq, crate::key::ValueKind::Merge, k, v),
             // Batches are validated when built or decoded from a log.
             Err(what) => unreachable!("validated batch is malformed: {what}"),
         }

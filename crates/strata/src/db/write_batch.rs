@@ -5,6 +5,7 @@
 //! batch  := sequence:u64 LE  count:u32 LE  record{count}
 //! record := 1 key:length-prefixed value:length-prefixed     (put)
 //!         | 0 key:length-prefixed                           (delete)
+//!         | 2 key:length-prefixed operand:length-prefixed   (merge)
 //! length-prefixed := varint32 len, bytes
 //! ```
 //!
@@ -45,6 +46,8 @@ pub struct WriteBatch {
     rep: Vec<u8>,
     /// The first key or value over the size limits, reported by `write`.
     oversized: Option<(usize, usize)>,
+    /// Holds a merge record.
+    has_merge: bool,
 }
 
 impl std::fmt::Debug for WriteBatch {
@@ -61,6 +64,7 @@ impl Default for WriteBatch {
         WriteBatch {
             rep: vec![0; BATCH_HEADER_BYTES],
             oversized: None,
+            has_merge: false,
         }
     }
 }
@@ -72,6 +76,8 @@ pub enum BatchRecord<'a> {
     Put(&'a [u8], &'a [u8]),
     /// Remove `key`.
     Delete(&'a [u8]),
+    /// Merge `operand` into `key` (see [`Options::set_merge_operator`](crate::Options::set_merge_operator)).
+    Merge(&'a [u8], &'a [u8]),
 }
 
 impl WriteBatch {
@@ -82,6 +88,7 @@ impl WriteBatch {
         WriteBatch {
             rep,
             oversized: None,
+            has_merge: false,
         }
     }
 
@@ -102,6 +109,18 @@ impl WriteBatch {
         self.set_count(self.len() as u32 + 1);
         self.rep.push(ValueKind::Deletion as u8);
         put_length_prefixed(&mut self.rep, key);
+    }
+
+    /// Merges `value` into `key` with the database's merge operator
+    /// ([`Options::set_merge_operator`](crate::Options::set_merge_operator)).
+    pub fn merge<K: AsRef<[u8]>, V: AsRef<[u8]>>(&mut self, key: K, value: V) {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        self.check_sizes(key.len(), value.len());
+        self.set_count(self.len() as u32 + 1);
+        self.has_merge = true;
+        self.rep.push(ValueKind::Merge as u8);
+        put_length_prefixed(&mut self.rep, key);
+        put_length_prefixed(&mut self.rep, value);
     }
 
     fn check_sizes(&mut self, key: usize, value: usize) {
@@ -125,6 +144,12 @@ impl WriteBatch {
         self.rep.clear();
         self.rep.resize(BATCH_HEADER_BYTES, 0);
         self.oversized = None;
+        self.has_merge = false;
+    }
+
+    /// True if the batch holds a merge record.
+    pub(crate) fn has_merge(&self) -> bool {
+        self.has_merge
     }
 
     /// Bytes of the encoding.
@@ -183,6 +208,7 @@ impl WriteBatch {
         if self.oversized.is_none() {
             self.oversized = other.oversized;
         }
+        self.has_merge |= other.has_merge;
     }
 
     /// Rebuilds a batch from a log record, checking its whole structure.
@@ -200,13 +226,14 @@ impl WriteBatch {
         let batch = WriteBatch {
             rep: record.to_vec(),
             oversized: None,
+            has_merge: false,
         };
         let corrupt = |what: String| Error::corruption(file, offset, what);
         let mut it = batch.iter();
         let mut n = 0u64;
         for r in it.by_ref() {
             let (key, value) = match r.map_err(corrupt)? {
-                BatchRecord::Put(k, v) => (k, v),
+                BatchRecord::Put(k, v) | BatchRecord::Merge(k, v) => (k, v),
                 BatchRecord::Delete(k) => (k, &[][..]),
             };
             if key.len() > KEY_SIZE_BYTES_MAX || value.len() > VALUE_SIZE_BYTES_MAX {
@@ -267,6 +294,13 @@ impl<'a> Iterator for BatchIter<'a> {
                     Ok(BatchRecord::Put(key, value))
                 }
                 Some(ValueKind::Deletion) => Ok(BatchRecord::Delete(key)),
+                Some(ValueKind::Merge) => {
+                    let operand = self
+                        .dec
+                        .length_prefixed()
+                        .ok_or("batch merge operand runs past the record")?;
+                    Ok(BatchRecord::Merge(key, operand))
+                }
                 None => Err(format!("unknown batch record tag {tag}")),
             }
         })();
@@ -288,6 +322,7 @@ mod tests {
         b.put(b"k1", b"v1");
         b.delete("k2");
         b.put(vec![0u8; 300], []);
+        b.merge(b"k3", b"+1");
         b.set_sequence(77);
         let back = WriteBatch::from_record(b.data(), "log", 0).unwrap();
         assert_eq!(back.sequence(), 77);
@@ -297,15 +332,18 @@ mod tests {
             vec![
                 BatchRecord::Put(b"k1", b"v1"),
                 BatchRecord::Delete(b"k2"),
-                BatchRecord::Put(&[0; 300], b"")
+                BatchRecord::Put(&[0; 300], b""),
+                BatchRecord::Merge(b"k3", b"+1")
             ]
         );
         let mut c = WriteBatch::default();
         c.put("x", "y");
+        assert!(!c.has_merge());
         c.append(&b);
-        assert_eq!(c.len(), 4);
+        assert_eq!(c.len(), 5);
+        assert!(c.has_merge(), "a group holding a merge says so");
         c.clear();
-        assert!(c.is_empty());
+        assert!(c.is_empty() && !c.has_merge());
     }
 
     #[test]

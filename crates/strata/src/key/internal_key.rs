@@ -27,18 +27,22 @@ pub enum ValueKind {
     Deletion = 0,
     /// A value.
     Value = 1,
+    /// A merge operand: combined with the older entries of its key by the
+    /// database's merge operator.
+    Merge = 2,
 }
 
 impl ValueKind {
     /// The kind used to build a seek key: the largest kind, so a seek for
     /// (key, seq) lands on the first entry with sequence <= seq.
-    pub const FOR_SEEK: ValueKind = ValueKind::Value;
+    pub const FOR_SEEK: ValueKind = ValueKind::Merge;
 
     /// Decodes a kind byte.
     pub(crate) fn from_byte(b: u8) -> Option<ValueKind> {
         match b {
             0 => Some(ValueKind::Deletion),
             1 => Some(ValueKind::Value),
+            2 => Some(ValueKind::Merge),
             _ => None,
         }
     }

@@ -51,6 +51,9 @@ pub enum MemTableGet<'a> {
     Value(&'a [u8]),
     /// The newest visible version is a deletion.
     Deleted,
+    /// The newest visible version is a merge operand: the answer needs
+    /// the older versions too.
+    Merge,
 }
 
 /// An in-memory, sorted, concurrently readable table of recent writes.
@@ -113,6 +116,7 @@ impl MemTable {
         Some(match parsed.kind {
             ValueKind::Value => MemTableGet::Value(value),
             ValueKind::Deletion => MemTableGet::Deleted,
+            ValueKind::Merge => MemTableGet::Merge,
         })
     }
 

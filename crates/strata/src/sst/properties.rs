@@ -27,6 +27,11 @@ pub struct TableProperties {
     pub num_entries: u64,
     /// Deletion entries.
     pub num_deletions: u64,
+    /// Merge operand entries.
+    pub num_merge_operands: u64,
+    /// Name of the merge operator of the database that wrote the table;
+    /// empty when it had none.
+    pub merge_operator: String,
     /// Data blocks.
     pub num_data_blocks: u64,
     /// Sum of internal key lengths.
@@ -99,6 +104,23 @@ impl TableProperties {
         Ok(())
     }
 
+    /// Refuses to read the merge operands of table `table` with another
+    /// merge operator than the one that wrote them (or with none).
+    pub(crate) fn check_merge_operator(&self, table: &str, operator: Option<&str>) -> Result<()> {
+        if self.num_merge_operands == 0 || operator == Some(self.merge_operator.as_str()) {
+            return Ok(());
+        }
+        Err(Error::invalid_argument(format!(
+            "{table}: holds {} merge operand(s) written with merge operator {:?}, opened with {}",
+            self.num_merge_operands,
+            self.merge_operator,
+            match operator {
+                Some(name) => format!("{name:?}"),
+                None => "none (Options::set_merge_operator)".into(),
+            }
+        )))
+    }
+
     /// Seconds since the Unix epoch now, for `creation_time`.
     pub(crate) fn now_secs() -> u64 {
         std::time::SystemTime::now()
@@ -116,6 +138,9 @@ impl TableProperties {
         };
         int("num.entries", self.num_entries);
         int("num.deletions", self.num_deletions);
+        if self.num_merge_operands > 0 {
+            int("num.merge.operands", self.num_merge_operands);
+        }
         int("num.data.blocks", self.num_data_blocks);
         int(
             "num.data.blocks.with.hash.index",
@@ -142,6 +167,9 @@ impl TableProperties {
         );
         raw("filter.policy", self.filter_policy.as_bytes());
         raw("comparator", self.comparator.as_bytes());
+        if !self.merge_operator.is_empty() {
+            raw("merge.operator", self.merge_operator.as_bytes());
+        }
         raw(
             "prefix.extractor.name",
             self.prefix_extractor_name.as_bytes(),
@@ -200,6 +228,8 @@ impl TableProperties {
             match name {
                 "strata.num.entries" => p.num_entries = int()?,
                 "strata.num.deletions" => p.num_deletions = int()?,
+                "strata.num.merge.operands" => p.num_merge_operands = int()?,
+                "strata.merge.operator" => p.merge_operator = text()?,
                 "strata.num.data.blocks" => p.num_data_blocks = int()?,
                 "strata.num.data.blocks.with.hash.index" => {
                     p.num_data_blocks_with_hash_index = int()?
@@ -271,6 +301,8 @@ mod tests {
         let mut p = TableProperties {
             num_entries: 10,
             num_deletions: 2,
+            num_merge_operands: 1,
+            merge_operator: "add".into(),
             num_data_blocks: 3,
             raw_key_size: 100,
             raw_value_size: 1 << 40,

@@ -256,6 +256,13 @@ impl TableWriter {
         }
     }
 
+    pub(crate) fn set_merge_operator(&mut self, name: &str) {
+        match self {
+            TableWriter::Block(b) => b.set_merge_operator(name),
+            TableWriter::Packed(b) => b.set_merge_operator(name),
+        }
+    }
+
     pub(crate) fn finish(&mut self) -> Result<TableProperties> {
         match self {
             TableWriter::Block(b) => b.finish(),

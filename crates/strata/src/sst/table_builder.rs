@@ -133,6 +133,12 @@ impl TableBuilder {
     }
 
     /// Records a user property in the properties block.
+    /// Records the merge operator of the writing database.
+    pub(crate) fn set_merge_operator(&mut self, name: &str) {
+        self.props.merge_operator = name.to_string();
+    }
+
+    /// Adds a user property.
     pub fn add_user_property(&mut self, name: impl Into<String>, value: impl Into<Vec<u8>>) {
         self.props.user.insert(name.into(), value.into());
     }
@@ -195,8 +201,10 @@ impl TableBuilder {
             self.props.smallest_key = ikey.to_vec();
         }
         self.props.num_entries += 1;
-        if parsed.kind == ValueKind::Deletion {
-            self.props.num_deletions += 1;
+        match parsed.kind {
+            ValueKind::Deletion => self.props.num_deletions += 1,
+            ValueKind::Merge => self.props.num_merge_operands += 1,
+            ValueKind::Value => {}
         }
         self.props.raw_key_size += ikey.len() as u64;
         self.props.raw_value_size += value.len() as u64;

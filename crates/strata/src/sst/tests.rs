@@ -560,7 +560,9 @@ fn versioned_entries(rng: &mut StdRng, n: usize, max_versions: u64) -> Entries {
             };
             let value: Vec<u8> = match kind {
                 ValueKind::Deletion => vec![],
-                ValueKind::Value => (0..rng.gen_range(0..60)).map(|_| rng.gen()).collect(),
+                ValueKind::Value | ValueKind::Merge => {
+                    (0..rng.gen_range(0..60)).map(|_| rng.gen()).collect()
+                }
             };
             out.push((ikey(&user, seq, kind), value));
             seq -= rng.gen_range(1..100);

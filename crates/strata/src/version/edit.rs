@@ -9,6 +9,7 @@
 //!   3   next_file_number  varint64
 //!   4   last_sequence     varint64
 //!   6   deleted_file      level: varint32, number: varint64
+//!   20  merge_operator    name: varint64 length, UTF-8 bytes (empty: none)
 //!   100 new_file          level: varint32, number: varint64, file_size: varint64,
 //!                         smallest, largest: varint64 length + internal key,
 //!                         smallest_seqno: varint64, largest_seqno: varint64
@@ -21,8 +22,8 @@
 use std::collections::BTreeSet;
 
 use super::format::{
-    TAG_COMPARATOR, TAG_DELETED_FILE, TAG_LAST_SEQUENCE, TAG_LOG_NUMBER, TAG_NEW_FILE,
-    TAG_NEXT_FILE_NUMBER,
+    TAG_COMPARATOR, TAG_DELETED_FILE, TAG_LAST_SEQUENCE, TAG_LOG_NUMBER, TAG_MERGE_OPERATOR,
+    TAG_NEW_FILE, TAG_NEXT_FILE_NUMBER,
 };
 use super::NUM_LEVELS;
 use crate::error::{Error, Result};
@@ -53,6 +54,8 @@ pub struct NewFile {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VersionEdit {
     comparator: Option<String>,
+    /// The merge operator's name; `Some("")` records that there is none.
+    merge_operator: Option<String>,
     log_number: Option<u64>,
     next_file_number: Option<u64>,
     last_sequence: Option<u64>,
@@ -135,6 +138,17 @@ impl VersionEdit {
         self.deleted_files.insert((level, number));
     }
 
+    /// Records the name of the merge operator the database runs with
+    /// (empty for none).
+    pub fn set_merge_operator_name(&mut self, name: impl Into<String>) {
+        self.merge_operator = Some(name.into());
+    }
+
+    /// The merge operator name, if the edit records one.
+    pub fn merge_operator_name(&self) -> Option<&str> {
+        self.merge_operator.as_deref()
+    }
+
     /// The comparator name, if the edit records one.
     pub fn comparator_name(&self) -> Option<&str> {
         self.comparator.as_deref()
@@ -169,6 +183,10 @@ impl VersionEdit {
     pub fn encode(&self, dst: &mut Vec<u8>) {
         if let Some(name) = &self.comparator {
             put_varint32(dst, TAG_COMPARATOR);
+            put_length_prefixed(dst, name.as_bytes());
+        }
+        if let Some(name) = &self.merge_operator {
+            put_varint32(dst, TAG_MERGE_OPERATOR);
             put_length_prefixed(dst, name.as_bytes());
         }
         let counters = [
@@ -224,6 +242,13 @@ impl VersionEdit {
                     let name = std::str::from_utf8(name)
                         .map_err(|_| r.error("comparator name is not UTF-8"))?;
                     edit.comparator = Some(name.to_owned());
+                }
+                TAG_MERGE_OPERATOR => {
+                    let name = r.d.length_prefixed();
+                    let name = name.ok_or_else(|| r.error("truncated merge operator name"))?;
+                    let name = std::str::from_utf8(name)
+                        .map_err(|_| r.error("merge operator name is not UTF-8"))?;
+                    edit.merge_operator = Some(name.to_owned());
                 }
                 TAG_LOG_NUMBER => edit.log_number = Some(r.varint64("log number")?),
                 TAG_NEXT_FILE_NUMBER => {
@@ -484,22 +509,26 @@ mod tests {
     fn arb_edit() -> impl Strategy<Value = VersionEdit> {
         (
             proptest::option::of("[ -~]{0,20}|\\PC{0,5}"),
+            proptest::option::of("[ -~]{0,8}"),
             proptest::option::of(any::<u64>()),
             proptest::option::of(any::<u64>()),
             proptest::option::of(0..=MAX_SEQUENCE_NUMBER),
             proptest::collection::btree_set((0..NUM_LEVELS, any::<u64>()), 0..6),
             proptest::collection::vec(arb_new_file(), 0..6),
         )
-            .prop_map(|(comparator, log, next, last, deleted_files, new_files)| {
-                VersionEdit {
-                    comparator,
-                    log_number: log,
-                    next_file_number: next,
-                    last_sequence: last,
-                    deleted_files,
-                    new_files,
-                }
-            })
+            .prop_map(
+                |(comparator, merge_operator, log, next, last, deleted_files, new_files)| {
+                    VersionEdit {
+                        comparator,
+                        merge_operator,
+                        log_number: log,
+                        next_file_number: next,
+                        last_sequence: last,
+                        deleted_files,
+                        new_files,
+                    }
+                },
+            )
     }
 
     proptest! {

@@ -15,6 +15,10 @@ pub(super) const TAG_NEXT_FILE_NUMBER: u32 = 3;
 pub(super) const TAG_LAST_SEQUENCE: u32 = 4;
 /// `level: varint32, number: varint64`.
 pub(super) const TAG_DELETED_FILE: u32 = 6;
+/// `merge_operator_name: length-prefixed UTF-8`, empty for none (Strata's
+/// own: the operator of the last open, checked before logged merge
+/// operands are replayed).
+pub(super) const TAG_MERGE_OPERATOR: u32 = 20;
 /// `level: varint32, number, file_size: varint64, smallest, largest:
 /// length-prefixed internal keys, smallest_seqno, largest_seqno: varint64`
 /// (RocksDB's `kNewFile2`).

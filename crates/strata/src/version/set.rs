@@ -56,6 +56,9 @@ pub struct VersionSet {
     next_file_number: u64,
     last_sequence: u64,
     log_number: u64,
+    /// The merge operator name on record (empty for none; `None` in a
+    /// database that never recorded one).
+    merge_operator: Option<String>,
 }
 
 /// The state a manifest replay arrives at.
@@ -64,6 +67,7 @@ struct Replayed {
     log_number: u64,
     next_file_number: u64,
     last_sequence: u64,
+    merge_operator: Option<String>,
 }
 
 impl VersionSet {
@@ -104,6 +108,7 @@ impl VersionSet {
             next_file_number,
             last_sequence: 0,
             log_number: 0,
+            merge_operator: None,
         })
     }
 
@@ -130,6 +135,7 @@ impl VersionSet {
         let next_file_number = manifest_file_number + 1;
         let snapshot = snapshot_edit(
             icmp.user_comparator().name(),
+            replayed.merge_operator.as_deref(),
             &replayed.version,
             replayed.log_number,
             next_file_number,
@@ -148,6 +154,7 @@ impl VersionSet {
             next_file_number,
             last_sequence: replayed.last_sequence,
             log_number: replayed.log_number,
+            merge_operator: replayed.merge_operator.clone(),
         })
     }
 
@@ -172,6 +179,7 @@ impl VersionSet {
             next_file_number: replayed.next_file_number,
             last_sequence: replayed.last_sequence,
             log_number: replayed.log_number,
+            merge_operator: replayed.merge_operator.clone(),
         })
     }
 
@@ -233,6 +241,9 @@ impl VersionSet {
         }
         self.current = Arc::new(version);
         self.log_number = edit.log_number().unwrap_or(self.log_number);
+        if let Some(name) = edit.merge_operator_name() {
+            self.merge_operator = Some(name.to_owned());
+        }
         Ok(())
     }
 
@@ -249,6 +260,7 @@ impl VersionSet {
     fn switch_manifest(&mut self, number: u64, edit: &VersionEdit) -> Result<()> {
         let snapshot = snapshot_edit(
             self.icmp.user_comparator().name(),
+            self.merge_operator.as_deref(),
             &self.current,
             self.log_number,
             self.next_file_number,
@@ -291,6 +303,12 @@ impl VersionSet {
     /// will hand out.
     pub fn next_file_number(&self) -> u64 {
         self.next_file_number
+    }
+
+    /// The merge operator name on record: empty for none, `None` if the
+    /// database never recorded one.
+    pub(crate) fn merge_operator(&self) -> Option<&str> {
+        self.merge_operator.as_deref()
     }
 
     /// The last sequence number used by a write.
@@ -354,6 +372,7 @@ pub(crate) fn write_checkpoint_manifest(
 /// An edit that rebuilds the whole state from an empty version.
 pub(crate) fn snapshot_edit(
     comparator_name: &str,
+    merge_operator: Option<&str>,
     version: &Version,
     log_number: u64,
     next_file_number: u64,
@@ -361,6 +380,9 @@ pub(crate) fn snapshot_edit(
 ) -> VersionEdit {
     let mut edit = VersionEdit::new();
     edit.set_comparator_name(comparator_name);
+    if let Some(name) = merge_operator {
+        edit.set_merge_operator_name(name);
+    }
     edit.set_log_number(log_number);
     edit.set_next_file_number(next_file_number);
     edit.set_last_sequence(last_sequence);
@@ -436,6 +458,7 @@ pub(crate) fn read_current(fs: &dyn FileSystem, dir: &Path) -> Result<u64> {
 #[derive(Default)]
 struct Counters {
     comparator: bool,
+    merge_operator: Option<String>,
     log_number: Option<u64>,
     next_file_number: Option<u64>,
     last_sequence: Option<u64>,
@@ -479,6 +502,9 @@ fn replay(
             seen.comparator = true;
         }
         builder.apply(&edit, &name, offset)?;
+        if let Some(m) = edit.merge_operator_name() {
+            seen.merge_operator = Some(m.to_owned());
+        }
         seen.log_number = edit.log_number().or(seen.log_number);
         seen.next_file_number = edit.next_file_number().or(seen.next_file_number);
         seen.last_sequence = edit.last_sequence().or(seen.last_sequence);
@@ -519,6 +545,7 @@ impl Counters {
             log_number,
             next_file_number: next.max(highest + 1),
             last_sequence,
+            merge_operator: self.merge_operator,
         })
     }
 }

@@ -113,6 +113,11 @@ impl PackedTableBuilder {
         }
     }
 
+    /// Records the merge operator of the writing database.
+    pub(crate) fn set_merge_operator(&mut self, name: &str) {
+        self.props.merge_operator = name.to_string();
+    }
+
     /// Records a user property.
     pub fn add_user_property(&mut self, name: impl Into<String>, value: impl Into<Vec<u8>>) {
         self.props.user.insert(name.into(), value.into());
@@ -198,6 +203,7 @@ impl PackedTableBuilder {
         self.last_key.extend_from_slice(ikey);
         self.props.num_entries += 1;
         self.props.num_deletions += u64::from(parsed.kind == ValueKind::Deletion);
+        self.props.num_merge_operands += u64::from(parsed.kind == ValueKind::Merge);
         self.props.raw_key_size += ikey.len() as u64;
         self.props.raw_value_size += len;
         Ok(())

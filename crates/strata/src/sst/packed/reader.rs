@@ -216,7 +216,9 @@ impl PackedTableReader {
         let bytewise = comparator.builtin_order() == Some(BuiltinOrder::Bytewise);
         let index = KeyIndex::parse(kind, section(Section::KeyIndex), count, bytewise)
             .map_err(|what| corrupt(Section::KeyIndex, what.to_string()))?;
-        let single_values = starts.is_none() && props.num_deletions == 0;
+        // Merge operands, like deletions, need their kind read.
+        let single_values =
+            starts.is_none() && props.num_deletions == 0 && props.num_merge_operands == 0;
         let checked: [OnceLock<Result<()>>; SECTIONS] = Default::default();
         if !lazy_checksums {
             for c in &checked {
@@ -344,7 +346,10 @@ impl PackedTableReader {
                 ));
             }
             if self.single_values && tag as u8 != ValueKind::Value as u8 {
-                return Err(self.corrupt(Section::Tags, "a deletion in a table that records none"));
+                return Err(self.corrupt(
+                    Section::Tags,
+                    "a deletion or merge operand in a table that records none",
+                ));
             }
             last.clear();
             last.extend_from_slice(it.key());
