@@ -170,6 +170,28 @@ fn compaction_folds_within_a_snapshot_stripe_only() {
 }
 
 #[test]
+fn flush_folds_the_operands_each_snapshot_separates() {
+    let fs = Arc::new(MemFileSystem::new());
+    let db = DB::open(&options(&fs), "/db").unwrap();
+    db.put(b"a", n(10)).unwrap();
+    db.merge(b"a", n(1)).unwrap();
+    db.merge(b"a", n(2)).unwrap();
+    db.merge(b"b", n(1)).unwrap(); // no base in the memtable: one operand
+    db.merge(b"b", n(2)).unwrap();
+    let s = db.snapshot();
+    db.merge(b"c", n(5)).unwrap();
+    db.merge(b"a", n(4)).unwrap(); // above the snapshot: kept apart
+    db.flush().unwrap();
+    // a: 13 and the operand 4; b: one operand 3; c: one operand.
+    assert_eq!(entries_in_tables(&db), 4);
+    assert_eq!(get_u64(&db, b"a"), Some(17));
+    assert_eq!(s.get(b"a").unwrap(), Some(n(13).to_vec()));
+    assert_eq!(get_u64(&db, b"b"), Some(3));
+    assert_eq!(get_u64(&db, b"c"), Some(5));
+    assert_eq!(s.get(b"c").unwrap(), None);
+}
+
+#[test]
 fn merge_without_an_operator_is_not_supported() {
     let fs = Arc::new(MemFileSystem::new());
     let mut opts = options(&fs);
@@ -197,28 +219,43 @@ fn the_operator_name_guards_operands_across_reopens() {
         db.flush().unwrap();
         db.merge(b"logged", n(2)).unwrap();
     }
-    // Another name: the logged operands are refused at open, naming both
-    // operators; so does no operator.
+    // Another name: refused at open for writing, naming both operators
+    // (operands of two operators would leave tables no operator can read).
     let mut other = opts.clone();
     other.set_merge_operator_associative("concat", add);
     let e = DB::open(&other, "/db").unwrap_err();
     let msg = e.to_string();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
     assert!(
-        msg.contains(".log") && msg.contains("\"add\"") && msg.contains("\"concat\""),
+        msg.contains("\"add\"") && msg.contains("\"concat\""),
         "{msg}"
     );
+    // No operator: the logged operands are refused, naming the log.
     let mut none = Options::default();
     none.set_file_system(fs.clone());
     let e = DB::open(&none, "/db").unwrap_err();
-    assert!(e.to_string().contains("opened with none"), "{e}");
-    // Once the logged operands are in a table, another operator opens the
-    // database but cannot read the tables holding operands.
-    drop(DB::open(&opts, "/db").unwrap());
-    let db = DB::open(&other, "/db").unwrap();
-    let e = db.get(b"flushed").unwrap_err();
     let msg = e.to_string();
+    assert!(
+        msg.contains(".log") && msg.contains("opened with none"),
+        "{msg}"
+    );
+    // Once the logged operands are in a table: no operator opens the
+    // database, and writes what it can; the tables holding operands are
+    // refused, naming both (a read-only open under another name too).
+    drop(DB::open(&opts, "/db").unwrap());
+    let db = DB::open(&none, "/db").unwrap();
+    db.put(b"plain", b"v").unwrap();
+    assert!(matches!(
+        db.merge(b"flushed", n(1)),
+        Err(Error::NotSupported(_))
+    ));
+    let e = db.get(b"flushed").unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    assert!(e.to_string().contains("opened with none"), "{e}");
+    drop(db);
+    let db = DB::open_for_read_only(&other, "/db", false).unwrap();
+    let e = db.get(b"logged").unwrap_err();
+    let msg = e.to_string();
     assert!(
         msg.contains(".sst") && msg.contains("\"add\"") && msg.contains("\"concat\""),
         "{msg}"
@@ -228,6 +265,7 @@ fn the_operator_name_guards_operands_across_reopens() {
     let db = DB::open(&opts, "/db").unwrap();
     assert_eq!(get_u64(&db, b"flushed"), Some(1));
     assert_eq!(get_u64(&db, b"logged"), Some(2));
+    assert_eq!(db.get(b"plain").unwrap(), Some(b"v".to_vec()));
 }
 
 fn picky(_key: &[u8], base: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
@@ -267,6 +305,10 @@ fn a_failing_merge_fails_reads_and_compaction_and_loses_nothing() {
         it.seek_to_first();
         assert!(!it.valid());
         assert!(matches!(it.status(), Err(Error::MergeFailed(_))));
+        // The failure belongs to that key: a seek elsewhere starts afresh.
+        it.seek(b"other");
+        assert_eq!(it.value(), Some(&b"fine"[..]));
+        assert!(it.status().is_ok());
         db.flush().unwrap();
         let e = db.compact_range::<&[u8], &[u8]>(None, None).unwrap_err();
         assert!(matches!(e, Error::MergeFailed(_)), "{e}");

@@ -611,6 +611,9 @@ impl DBIter {
         self.direction = direction;
         self.valid = false;
         self.merged = false;
+        // A seek starts afresh: a merge that failed at another key does not
+        // stick (the inner iterator's own errors still do).
+        self.status = Ok(());
         self.saved_key.clear();
         self.clear_saved_value();
     }

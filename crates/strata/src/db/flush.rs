@@ -8,12 +8,13 @@ use parking_lot::MutexGuard;
 
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
-use crate::key::parse_internal_key;
+use crate::key::{parse_internal_key, SequenceNumber, ValueKind};
 use crate::version::{NewFile, Version, VersionEdit};
 
 use super::compaction::cutting::OutputCutter;
 use super::filename::table_file_name;
 use super::inner::{DbInner, DbState};
+use super::merge_operator;
 use super::table_outputs::TableOutputs;
 
 impl DbInner {
@@ -66,12 +67,15 @@ impl DbInner {
         };
         let mem = imm.mem.clone();
         let version = st.versions.current();
+        // A snapshot taken later sees every entry of this memtable: only
+        // these separate its versions.
+        let snapshots: Vec<SequenceNumber> = st.snapshots.keys().copied().collect();
         let start = Instant::now();
         let (built, numbers) = MutexGuard::unlocked(st, || {
             let mut it = mem.iter();
             it.seek_to_first();
             let mut out = TableOutputs::new(self, 0, || self.new_output_number());
-            let built = self.write_flush_tables(&mut it, &version, &mut out);
+            let built = self.write_flush_tables(&mut it, &version, &snapshots, &mut out);
             (built, out.numbers().to_vec())
         });
         drop(version);
@@ -125,11 +129,16 @@ impl DbInner {
     }
 
     /// Writes the entries of `it` (positioned at the first) to `out`, cut
-    /// by an [`OutputCutter`].
+    /// by an [`OutputCutter`]. The merge operands of a key between two of
+    /// `snapshots` (ascending) are folded as a compaction folds them
+    /// ([`merge_operator::fold_operands`]), except that older versions may
+    /// lie in the tables: without a value or deletion below them they
+    /// stay operands (one, where the partial merge combines them).
     fn write_flush_tables<F: FnMut() -> u64>(
         &self,
         it: &mut dyn InternalIterator,
         version: &Version,
+        snapshots: &[SequenceNumber],
         out: &mut TableOutputs<'_, F>,
     ) -> Result<Vec<NewFile>> {
         let ucmp = &*self.user_cmp;
@@ -155,6 +164,27 @@ impl DbInner {
                 }
                 prev_user_key.clear();
                 prev_user_key.extend_from_slice(p.user_key);
+            }
+            if p.kind == ValueKind::Merge {
+                let stripe_of = |seq: SequenceNumber| snapshots.partition_point(|&s| s < seq);
+                let stripe = stripe_of(p.sequence);
+                let user_key = p.user_key.to_vec();
+                let folded = merge_operator::fold_operands(
+                    it,
+                    &user_key,
+                    stripe,
+                    stripe_of,
+                    ucmp,
+                    self.opts.merge_operator.as_deref(),
+                    || false,
+                    false,
+                )?;
+                // A failed merge leaves the entries as they were: reads
+                // report it, and a compaction stops on it.
+                for (k, v, seq) in &folded.entries {
+                    out.add(k, v, *seq)?;
+                }
+                continue;
             }
             out.add(key, it.value(), p.sequence)?;
             it.next();

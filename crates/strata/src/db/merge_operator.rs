@@ -10,6 +10,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::{pack_trailer, parse_internal_key, Comparator, SequenceNumber, ValueKind};
 
 /// A merge function: `(key, existing value, operands oldest first)` to the
 /// merged value, or `None` when the operands cannot be merged (the read or
@@ -205,6 +207,113 @@ pub(crate) fn resolve(
 ) -> Result<Vec<u8>> {
     op.ok_or_else(|| no_operator(key))?
         .full_merge(key, base, operands)
+}
+
+/// What [`fold_operands`] made of a run of merge operands.
+pub(crate) struct Folded {
+    /// Entries read, the first operand included.
+    pub(crate) consumed: u64,
+    /// The entries to write, in order: (internal key, value, sequence).
+    pub(crate) entries: Vec<(Vec<u8>, Vec<u8>, SequenceNumber)>,
+    /// The full merge failed ([`Error::MergeFailed`]): `entries` are then
+    /// the entries as read, unfolded.
+    pub(crate) failed: Option<Error>,
+}
+
+/// For a flush or compaction: from `it` at a merge operand of `user_key`
+/// (the newest entry of the key in snapshot stripe `stripe`; `stripe_of`
+/// gives an entry's), consumes the key's entries of that stripe down to
+/// and including a value or deletion, and leaves `it` after them. Every
+/// reader that sees one of them sees all, so:
+/// - a value or deletion below: one value, the full merge;
+/// - the key's entries end and `nothing_older()` (no older version can
+///   exist anywhere): one value, the full merge of the operands alone;
+/// - otherwise (older entries in an older stripe, or elsewhere): the
+///   operands stay operands, as one when the partial merge combines them.
+///
+/// A merged value gets sequence 0 when `zero_sequence` (the bottom level,
+/// oldest stripe), else the newest operand's. When the full merge fails the
+/// entries come back as read, with the error in [`Folded::failed`]: a
+/// compaction fails with it, a flush writes them as they are.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn fold_operands(
+    it: &mut dyn InternalIterator,
+    user_key: &[u8],
+    stripe: usize,
+    stripe_of: impl Fn(SequenceNumber) -> usize,
+    ucmp: &dyn Comparator,
+    op: Option<&MergeOperator>,
+    nothing_older: impl FnOnce() -> bool,
+    zero_sequence: bool,
+) -> Result<Folded> {
+    let malformed = || Error::corruption("merge input", 0, "malformed internal key");
+    let first_seq = parse_internal_key(it.key()).ok_or_else(malformed)?.sequence;
+    let mut raw: Vec<(Vec<u8>, Vec<u8>, SequenceNumber)> =
+        vec![(it.key().to_vec(), it.value().to_vec(), first_seq)];
+    let mut operands = MergeOperands::default();
+    operands.push(it.value());
+    let mut consumed = 1u64;
+    // None: the run ended without a base; Some(base): at a value (`Some`)
+    // or a deletion (`None`).
+    let mut base: Option<Option<Vec<u8>>> = None;
+    let mut end_of_key = true;
+    it.next();
+    while it.valid() {
+        let p = parse_internal_key(it.key()).ok_or_else(malformed)?;
+        if ucmp.compare(p.user_key, user_key) != std::cmp::Ordering::Equal {
+            break;
+        }
+        if stripe_of(p.sequence) != stripe {
+            end_of_key = false;
+            break;
+        }
+        consumed += 1;
+        // Every entry consumed, in case the merge fails.
+        raw.push((it.key().to_vec(), it.value().to_vec(), p.sequence));
+        match p.kind {
+            ValueKind::Merge => operands.push(it.value()),
+            ValueKind::Value => base = Some(Some(it.value().to_vec())),
+            ValueKind::Deletion => base = Some(None),
+        }
+        it.next();
+        if base.is_some() {
+            break;
+        }
+    }
+    it.status()?;
+    operands.reverse(); // met newest first
+    let full = match base {
+        Some(base) => Some(base),
+        None if end_of_key && nothing_older() => Some(None),
+        None => None,
+    };
+    let mut failed = None;
+    let entries = match full {
+        Some(base) => match resolve(op, user_key, base.as_deref(), &operands) {
+            Ok(value) => {
+                let seq = if zero_sequence { 0 } else { first_seq };
+                let mut key = user_key.to_vec();
+                key.extend_from_slice(&pack_trailer(seq, ValueKind::Value).to_le_bytes());
+                vec![(key, value, seq)]
+            }
+            Err(e) => {
+                failed = Some(e);
+                raw
+            }
+        },
+        None => match op.filter(|_| operands.len() >= 2) {
+            Some(op) => match op.partial_merge(user_key, &operands) {
+                Some(value) => vec![(raw.swap_remove(0).0, value, first_seq)],
+                None => raw,
+            },
+            None => raw,
+        },
+    };
+    Ok(Folded {
+        consumed,
+        entries,
+        failed,
+    })
 }
 
 /// `key` for a message: as text when printable, else as hex; long keys

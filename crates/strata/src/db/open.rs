@@ -74,6 +74,7 @@ pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
         VersionSet::create_new(fs.clone(), dir, icmp.clone())?
     };
     check_tables(fs.as_ref(), dir, &versions, opts)?;
+    check_merge_operator(&versions, opts, dir)?;
     let inner = build(opts, dir, versions, Some(lock), false);
     inner.recover_logs()?;
     // What the database runs with, for tools and people (RocksDB's OPTIONS
@@ -93,6 +94,22 @@ pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
     }
     inner.bg_work.notify_all();
     Ok(inner)
+}
+
+/// A database that ran with a merge operator opens for writing only with
+/// that operator or none: operands written under two names would leave
+/// tables no single operator can read. (Without one, no operand can be
+/// written, and reads of old operands fail with a clear error.)
+fn check_merge_operator(versions: &VersionSet, opts: &Options, dir: &Path) -> Result<()> {
+    let recorded = versions.merge_operator().filter(|r| !r.is_empty());
+    match (recorded, &opts.merge_operator) {
+        (Some(r), Some(op)) if r != op.name() => Err(Error::invalid_argument(format!(
+            "{} ran with merge operator {r:?}; it cannot be opened for writing with {:?}",
+            dir.display(),
+            op.name()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Checks that every table the manifest names exists (and, unless told
@@ -393,10 +410,12 @@ impl DbInner {
         self.fs.sync_dir(&self.dir)?;
         edit.set_log_number(number);
         // The logs written under the previous merge operator are in
-        // tables now: record the one the database runs with from here.
-        let merge_operator = self.opts.merge_operator.as_ref().map_or("", |m| m.name());
-        if recorded.as_deref() != Some(merge_operator) {
-            edit.set_merge_operator_name(merge_operator);
+        // tables now: record the one the database runs with from here (an
+        // open without one keeps the name: it writes no operands).
+        if let Some(op) = &self.opts.merge_operator {
+            if recorded.as_deref() != Some(op.name()) {
+                edit.set_merge_operator_name(op.name());
+            }
         }
         st.versions.log_and_apply(&mut edit)?;
         st.log = Some(LogWriter::new(file));

@@ -156,8 +156,14 @@ impl TableIter {
     /// Applies a read's block property filters. Packed tables have no
     /// blocks and record no block properties: they are read whole, as a
     /// block-based table written without the filter's collector.
+    /// Skips the blocks `filters` rule out; not in a table holding merge
+    /// operands (a filter judging an operand as a value could keep a key's
+    /// base and skip the operands above it).
     pub(crate) fn with_filters(self, filters: &[Arc<dyn BlockPropertyFilter>]) -> TableIter {
         match self {
+            TableIter::Block(t) if t.table().properties().num_merge_operands > 0 => {
+                TableIter::Block(t)
+            }
             TableIter::Block(t) => TableIter::Block(t.with_filters(filters)),
             p @ TableIter::Packed(_) => p,
         }

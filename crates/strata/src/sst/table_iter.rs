@@ -42,6 +42,11 @@ impl TableIterator {
     /// An iterator over `table`. If its index cannot be read (kept in the
     /// block cache, evicted, and now unreadable) the iterator is empty with
     /// that error as its status.
+    /// The table this iterates.
+    pub(crate) fn table(&self) -> &Arc<TableReader> {
+        &self.table
+    }
+
     pub(super) fn new(table: Arc<TableReader>, fill_cache: bool) -> TableIterator {
         let (index, status) = match table.index_iter() {
             Ok(index) => (index, Ok(())),

@@ -14,7 +14,7 @@ use crate::key::{pack_trailer, parse_internal_key, Comparator, SequenceNumber, V
 use crate::version::{NewFile, Version, VersionEdit, NUM_LEVELS};
 
 use super::super::inner::{DbInner, DbState};
-use super::super::merge_operator::{self, MergeOperands};
+use super::super::merge_operator::{self, Folded};
 use super::super::table_outputs::TableOutputs;
 use super::cutting::OutputCutter;
 use super::picker::{Compaction, LAST_LEVEL};
@@ -444,6 +444,9 @@ impl Job<'_> {
                 // or deletion, become one entry where they can.
                 let user_key = p.user_key.to_vec();
                 let folded = self.fold_operands(&mut it, &user_key, stripe, bottommost)?;
+                if let Some(e) = folded.failed {
+                    return Err(e);
+                }
                 read += folded.consumed - 1;
                 dropped += folded.consumed - folded.entries.len() as u64;
                 for (k, v, seq) in &folded.entries {
@@ -476,26 +479,12 @@ impl Job<'_> {
     }
 }
 
-/// What [`Job::fold_operands`] made of a run of merge operands.
-struct Folded {
-    /// Entries read, the first operand included.
-    consumed: u64,
-    /// The entries to write, in order: (internal key, value, sequence).
-    entries: Vec<(Vec<u8>, Vec<u8>, SequenceNumber)>,
-}
-
 impl Job<'_> {
-    /// From `it` at a merge operand of `user_key` (the newest entry of the
-    /// key in snapshot stripe `stripe`), consumes the key's entries of that
-    /// stripe down to and including a value or deletion, and leaves `it`
-    /// after them. Every reader that sees one of them sees all, so:
-    /// - a value or deletion below: one value, the full merge;
-    /// - nothing older of the key anywhere (its last entry in the inputs,
-    ///   and no level below may hold it): one value, the full merge of the
-    ///   operands alone;
-    /// - otherwise (older entries in an older stripe, or below the output
-    ///   level): the operands stay operands, as one when the partial merge
-    ///   combines them.
+    /// [`merge_operator::fold_operands`] for this compaction: a run ending
+    /// without a base is fully merged when nothing older of the key can
+    /// exist (its last entry in the inputs, and no level below the output
+    /// may hold it); the result loses its sequence number where a kept
+    /// value would.
     fn fold_operands(
         &self,
         it: &mut MergingIterator,
@@ -505,81 +494,16 @@ impl Job<'_> {
     ) -> Result<Folded> {
         let db = self.db;
         let ucmp = &*db.user_cmp;
-        let first_seq = parse_internal_key(it.key()).map_or(0, |p| p.sequence);
-        let mut raw: Vec<(Vec<u8>, Vec<u8>, SequenceNumber)> =
-            vec![(it.key().to_vec(), it.value().to_vec(), first_seq)];
-        let mut operands = MergeOperands::default();
-        operands.push(it.value());
-        let mut consumed = 1u64;
-        // None: the run ended without a base; Some(base): at a value
-        // (`Some`) or deletion (`None`).
-        let mut base: Option<Option<Vec<u8>>> = None;
-        let mut end_of_key = true;
-        it.next();
-        while it.valid() {
-            let Some(p) = parse_internal_key(it.key()) else {
-                return Err(Error::corruption(
-                    "compaction input",
-                    0,
-                    "malformed internal key",
-                ));
-            };
-            if ucmp.compare(p.user_key, user_key) != CmpOrdering::Equal {
-                break;
-            }
-            if self.stripe(p.sequence) != stripe {
-                end_of_key = false;
-                break;
-            }
-            consumed += 1;
-            match p.kind {
-                ValueKind::Merge => {
-                    operands.push(it.value());
-                    raw.push((it.key().to_vec(), it.value().to_vec(), p.sequence));
-                }
-                ValueKind::Value => base = Some(Some(it.value().to_vec())),
-                ValueKind::Deletion => base = Some(None),
-            }
-            it.next();
-            if base.is_some() {
-                break;
-            }
-        }
-        it.status()?;
-        operands.reverse(); // met newest first
-        let op = db.opts.merge_operator.as_deref();
-        let full = match base {
-            Some(base) => Some(base),
-            None if end_of_key
-                && is_base_level_for_key(&self.c.version, self.c.output_level, user_key, ucmp) =>
-            {
-                Some(None)
-            }
-            None => None,
-        };
-        let entries = match full {
-            Some(base) => {
-                let value = merge_operator::resolve(op, user_key, base.as_deref(), &operands)?;
-                // As for a value kept at the bottom: one every snapshot sees
-                // loses its sequence number.
-                let seq = if bottommost && stripe == 0 {
-                    0
-                } else {
-                    first_seq
-                };
-                let mut key = user_key.to_vec();
-                key.extend_from_slice(&pack_trailer(seq, ValueKind::Value).to_le_bytes());
-                vec![(key, value, seq)]
-            }
-            None => match op.filter(|_| operands.len() >= 2) {
-                Some(op) => match op.partial_merge(user_key, &operands) {
-                    Some(value) => vec![(raw.swap_remove(0).0, value, first_seq)],
-                    None => raw,
-                },
-                None => raw,
-            },
-        };
-        Ok(Folded { consumed, entries })
+        merge_operator::fold_operands(
+            it,
+            user_key,
+            stripe,
+            |seq| self.stripe(seq),
+            ucmp,
+            db.opts.merge_operator.as_deref(),
+            || is_base_level_for_key(&self.c.version, self.c.output_level, user_key, ucmp),
+            bottommost && stripe == 0,
+        )
     }
 }
 
