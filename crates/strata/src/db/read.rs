@@ -265,10 +265,8 @@ impl DbInner {
         let mut operands = MergeOperands::default();
         let base = with_lookup(key, seq, |lookup| -> Result<Option<Vec<u8>>> {
             for mem in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
-                let mut it = mem.iter();
-                if let Walk::Base(base) = walk_versions(&mut it, lookup, key, ucmp, &mut operands)?
-                {
-                    return Ok(base);
+                if let Some(base) = mem.collect_operands(key, seq, &mut operands) {
+                    return Ok(base.map(<[u8]>::to_vec));
                 }
             }
             let hash = filter_hash(key);

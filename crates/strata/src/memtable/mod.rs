@@ -26,6 +26,7 @@ mod skiplist;
 #[cfg(test)]
 mod tests;
 
+use crate::db::merge_operator::MergeOperands;
 use std::cmp::Ordering as CmpOrdering;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -118,6 +119,35 @@ impl MemTable {
             ValueKind::Deletion => MemTableGet::Deleted,
             ValueKind::Merge => MemTableGet::Merge,
         })
+    }
+
+    /// From the newest version of `user_key` with sequence <= `seq`, pushes
+    /// merge operands (newest first) onto `operands` until a value or a
+    /// deletion, which it returns (`Some(Some(value))`, `Some(None)`), or
+    /// the key's versions here end (`None`). One seek, then the list's
+    /// bottom level.
+    pub(crate) fn collect_operands(
+        &self,
+        user_key: &[u8],
+        seq: SequenceNumber,
+        operands: &mut MergeOperands,
+    ) -> Option<Option<&[u8]>> {
+        let mut node = with_seek_key(user_key, seq, |probe| self.list.seek(probe));
+        let user_cmp = self.comparator().user_comparator();
+        while let Some(n) = node {
+            let (ikey, value) = decode_entry(n.entry());
+            let parsed = parse_internal_key(ikey).expect("memtable entry: bad internal key");
+            if user_cmp.compare(parsed.user_key, user_key) != CmpOrdering::Equal {
+                return None;
+            }
+            match parsed.kind {
+                ValueKind::Value => return Some(Some(value)),
+                ValueKind::Deletion => return Some(None),
+                ValueKind::Merge => operands.push(value),
+            }
+            node = n.next();
+        }
+        None
     }
 
     /// An iterator over all entries (internal key, value), in order. It holds
