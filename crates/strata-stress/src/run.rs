@@ -55,7 +55,21 @@ pub const DB_FLAGS: &[&str] = &[
     "stream_aware_cutting",
     "sst_partitioner_prefix",
     "packed_from_level",
+    "merge_percent",
 ];
+
+/// The merge operator of every run: the newest operand wins (RocksDB's
+/// `PutOperator`), so a merge leaves the value a put of the same state
+/// would, and the expected state needs no other model. What it checks is
+/// the operands' path: logged, replayed, flushed and compacted (folded),
+/// and read back in order.
+fn newest_operand(
+    _key: &[u8],
+    base: Option<&[u8]>,
+    operands: &strata::MergeOperands,
+) -> Option<Vec<u8>> {
+    operands.iter().last().or(base).map(<[u8]>::to_vec)
+}
 
 /// Prints a verification failure and exits with status 2.
 pub fn fail(what: String) -> ! {
@@ -91,6 +105,7 @@ pub fn db_options(flags: &Flags) -> Result<Options, String> {
     ));
     o.set_block_based_table_factory(&table);
     o.set_stream_aware_cutting(flags.flag("stream_aware_cutting", true)?);
+    o.set_merge_operator_associative("stress.newest_operand", newest_operand);
     // Keys are "k" and 8 digits: a prefix of 6 bytes groups 1,000 slots.
     match flags.get("sst_partitioner_prefix", 0usize)? {
         0 => {}
@@ -160,6 +175,8 @@ struct Ctx<'a> {
     history: Option<&'a Mutex<History>>,
     wo: WriteOptions,
     value_size_max: usize,
+    /// Percent of value writes made as merges.
+    merge_percent: u32,
     /// Ascending insert streams that half the single puts follow (0: none).
     streams: u32,
     stream_pos: AtomicU32,
@@ -193,11 +210,17 @@ impl Ctx<'_> {
             let next = self.expected.get(slot).acked.next(exists);
             writes.push((slot, next));
             let value = crate::value::value_for(slot, next.generation(), self.value_size_max);
+            // A deterministic share of the value writes are merges.
+            let merge = exists
+                && (slot.wrapping_mul(2_654_435_761) ^ next.generation()) % 100
+                    < self.merge_percent;
             for key in self.keys_of(slot) {
-                if exists {
-                    batch.put(&key, &value);
-                } else {
+                if !exists {
                     batch.delete(&key);
+                } else if merge {
+                    batch.merge(&key, &value);
+                } else {
+                    batch.put(&key, &value);
                 }
             }
         }
@@ -569,6 +592,7 @@ struct RunSetup<'a> {
     ops_per_thread: u64,
     wo: WriteOptions,
     value_size_max: usize,
+    merge_percent: u32,
     streams: u32,
     history: Option<Mutex<History>>,
     flush_interval: Duration,
@@ -630,6 +654,7 @@ pub fn run(flags: &Flags) -> Result<RunStats, Failure> {
         ops_per_thread: flags.get("ops_per_thread", u64::MAX)?,
         wo,
         value_size_max,
+        merge_percent: flags.get("merge_percent", 25u32)?.min(100),
         streams,
         history,
         flush_interval: Duration::from_millis(flags.get("flush_interval_ms", 300)?),
@@ -693,6 +718,7 @@ fn run_round(db: &DB, setup: &RunSetup<'_>, round: u64, stats: &mut RunStats) ->
         history: setup.history.as_ref(),
         wo: setup.wo.clone(),
         value_size_max: setup.value_size_max,
+        merge_percent: setup.merge_percent,
         streams: setup.streams,
         stream_pos: AtomicU32::new(0),
         ops: AtomicU64::new(0),
