@@ -29,7 +29,7 @@ use crate::sst::{Found, TableProbe};
 use crate::version::{FileMetaData, NUM_LEVELS};
 
 use super::inner::{DbInner, SuperVersion};
-use super::read::{memtables_get, DBPinnableSlice, MemGet};
+use super::read::{memtables_get, DBPinnableSlice, MemGet, MergeFrom};
 
 /// The answer for one key of a batch.
 pub(crate) type MultiGetResult = Result<Option<DBPinnableSlice>>;
@@ -110,7 +110,7 @@ impl DbInner {
         for (i, key) in keys.iter().enumerate() {
             results.push(match memtables_get(sv, key, seq) {
                 MemGet::Found(v) => Some(Ok(v)),
-                MemGet::Merge => {
+                MemGet::Merge(_) => {
                     merges.push(i);
                     Some(Ok(None))
                 }
@@ -119,16 +119,13 @@ impl DbInner {
         }
         let pending = self.pending(keys, &results, sorted_input, seq);
         let mut scratch = Vec::with_capacity(pending.len());
-        self.tables_get(
-            sv,
-            &pending,
-            &mut results,
-            &mut merges,
-            &mut scratch,
-            fill_cache,
-        );
+        let mut answers = Answers {
+            results: &mut results,
+            merges: &mut merges,
+        };
+        self.tables_get(sv, &pending, &mut answers, &mut scratch, fill_cache);
         for i in merges {
-            results[i] = Some(self.merge_get(sv, keys[i], seq, fill_cache));
+            results[i] = Some(self.merge_get(sv, keys[i], seq, fill_cache, MergeFrom::default()));
         }
         results.into_iter().map(|r| r.unwrap_or(Ok(None))).collect()
     }
@@ -174,8 +171,7 @@ impl DbInner {
         &self,
         sv: &SuperVersion,
         pending: &Pending,
-        results: &mut [Option<MultiGetResult>],
-        merges: &mut Vec<usize>,
+        answers: &mut Answers<'_>,
         active: &mut Vec<usize>,
         fill_cache: bool,
     ) {
@@ -193,16 +189,8 @@ impl DbInner {
                 active[start..].partition_point(|&j| ucmp.compare(pending.user_key(j), hi).is_le());
             if len > 0 {
                 let group = &active[start..start + len];
-                self.file_get(
-                    (0, f),
-                    pending,
-                    &mut probes,
-                    group,
-                    results,
-                    merges,
-                    fill_cache,
-                );
-                active.retain(|&j| results[pending.key_index[j]].is_none());
+                self.file_get((0, f), pending, &mut probes, group, answers, fill_cache);
+                active.retain(|&j| answers.results[pending.key_index[j]].is_none());
             }
         }
         let order = ucmp.builtin_order();
@@ -233,15 +221,7 @@ impl DbInner {
                 if current != Some(f) && !group.is_empty() {
                     let prev = current.expect("a group belongs to a file");
                     let file = (level, &*files[prev]);
-                    self.file_get(
-                        file,
-                        pending,
-                        &mut probes,
-                        &group,
-                        results,
-                        merges,
-                        fill_cache,
-                    );
+                    self.file_get(file, pending, &mut probes, &group, answers, fill_cache);
                     group.clear();
                 }
                 current = Some(f);
@@ -255,42 +235,30 @@ impl DbInner {
             }
             if let (Some(f), false) = (current, group.is_empty()) {
                 let file = (level, &*files[f]);
-                self.file_get(
-                    file,
-                    pending,
-                    &mut probes,
-                    &group,
-                    results,
-                    merges,
-                    fill_cache,
-                );
+                self.file_get(file, pending, &mut probes, &group, answers, fill_cache);
                 group.clear();
             }
-            active.retain(|&j| results[pending.key_index[j]].is_none());
+            active.retain(|&j| answers.results[pending.key_index[j]].is_none());
         }
     }
 
     /// Looks up the pending keys `group` (ascending positions in `pending`)
     /// in table `f` of `level`, recording each answer the table gives.
     /// `probes` is scratch, reused across the files of a batch.
-    // The batch's state travels as separate borrows (answers, keys left
-    // to merge, scratch) so each can be borrowed apart.
-    #[allow(clippy::too_many_arguments)]
     fn file_get<'p>(
         &self,
         (level, f): (usize, &FileMetaData),
         pending: &'p Pending,
         probes: &mut Vec<TableProbe<'p>>,
         group: &[usize],
-        results: &mut [Option<MultiGetResult>],
-        merges: &mut Vec<usize>,
+        answers: &mut Answers<'_>,
         fill_cache: bool,
     ) {
         let table = match self.table_cache.get_for(f, level) {
             Ok(t) => t,
             Err(e) => {
                 for &j in group {
-                    results[pending.key_index[j]] = Some(Err(e.clone()));
+                    answers.results[pending.key_index[j]] = Some(Err(e.clone()));
                 }
                 return;
             }
@@ -299,15 +267,22 @@ impl DbInner {
         probes.extend(group.iter().map(|&j| pending.probe(j)));
         table.multi_get(probes, fill_cache, &mut |p, r| {
             let i = pending.key_index[group[p]];
-            results[i] = Some(match r {
+            answers.results[i] = Some(match r {
                 Ok(e) if e.kind == ValueKind::Merge => {
-                    merges.push(i);
+                    answers.merges.push(i);
                     Ok(None)
                 }
                 r => r.map(table_value),
             });
         });
     }
+}
+
+/// The answers of a batch: per key, decided or not yet; and the keys
+/// whose newest version is a merge operand, left to the merge read.
+struct Answers<'r> {
+    results: &'r mut [Option<MultiGetResult>],
+    merges: &'r mut Vec<usize>,
 }
 
 /// A table's answer as the user sees it.

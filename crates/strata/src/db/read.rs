@@ -108,9 +108,10 @@ impl PartialEq<[u8]> for DBPinnableSlice {
 pub(super) enum MemGet {
     /// The newest visible version is this value, or a deletion (`None`).
     Found(Option<DBPinnableSlice>),
-    /// The newest visible version is a merge operand: the key needs
-    /// [`DbInner::merge_get`].
-    Merge,
+    /// The newest visible version is a merge operand, in the memtable of
+    /// this position (0: the active one): the key needs
+    /// [`DbInner::merge_get`], from there.
+    Merge(usize),
     /// No memtable holds a visible version.
     NotFound,
 }
@@ -118,13 +119,13 @@ pub(super) enum MemGet {
 /// The answer of the memtables of `sv` (active first, then the immutable
 /// ones newest first) for `key` at `seq`.
 pub(super) fn memtables_get(sv: &SuperVersion, key: &[u8], seq: SequenceNumber) -> MemGet {
-    for mem in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
+    for (i, mem) in std::iter::once(&sv.mem).chain(sv.imm.iter()).enumerate() {
         match mem.get(key, seq) {
             Some(MemTableGet::Value(v)) => {
                 return MemGet::Found(Some(DBPinnableSlice::from_mem(mem, v)))
             }
             Some(MemTableGet::Deleted) => return MemGet::Found(None),
-            Some(MemTableGet::Merge) => return MemGet::Merge,
+            Some(MemTableGet::Merge) => return MemGet::Merge(i),
             None => {}
         }
     }
@@ -144,6 +145,14 @@ fn with_lookup<R>(key: &[u8], seq: SequenceNumber, f: impl FnOnce(&[u8]) -> R) -
         }
         None => f(InternalKey::new(key, seq, ValueKind::FOR_SEEK).encoded()),
     }
+}
+
+/// Where [`DbInner::merge_get`] starts: the position of the first memtable
+/// and of the first candidate table that may hold the key.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct MergeFrom {
+    pub(super) mem: usize,
+    pub(super) table: usize,
 }
 
 /// Where a walk over one source's versions of a key ended.
@@ -206,19 +215,30 @@ impl DbInner {
         let seq = snapshot.unwrap_or(sv.sequence);
         match memtables_get(sv, key, seq) {
             MemGet::Found(v) => return Ok(v),
-            MemGet::Merge => return self.merge_get(sv, key, seq, fill_cache),
+            MemGet::Merge(mem) => {
+                let from = MergeFrom { mem, table: 0 };
+                return self.merge_get(sv, key, seq, fill_cache, from);
+            }
             MemGet::NotFound => {}
         }
         // The lookup key is built on the stack when it fits (most keys).
         with_lookup(key, seq, |lookup| {
             let hash = filter_hash(key);
-            for (level, f) in self.candidate_files(sv, key, lookup) {
+            for (t, (level, f)) in self.candidate_files(sv, key, lookup).enumerate() {
                 let table = self.table_cache.get_for(f, level)?;
                 if let Some(e) = table.get_opt(lookup, hash, fill_cache)? {
                     return match e.kind {
                         ValueKind::Value => Ok(Some(DBPinnableSlice::from_block(e.value))),
                         ValueKind::Deletion => Ok(None),
-                        ValueKind::Merge => self.merge_get(sv, key, seq, fill_cache),
+                        ValueKind::Merge => {
+                            // The memtables and the tables before this one
+                            // hold no version of the key.
+                            let from = MergeFrom {
+                                mem: usize::MAX,
+                                table: t,
+                            };
+                            self.merge_get(sv, key, seq, fill_cache, from)
+                        }
                     };
                 }
             }
@@ -253,24 +273,27 @@ impl DbInner {
     /// The value of `key` at `seq` when its newest visible version is a
     /// merge operand: walks the versions of the key newest first, source
     /// by source (a source's bloom filter is asked first), gathering
-    /// operands until a value or a deletion, and merges them.
+    /// operands until a value or a deletion, and merges them. The sources
+    /// before `from` are known to hold no version of the key.
     pub(super) fn merge_get(
         &self,
         sv: &SuperVersion,
         key: &[u8],
         seq: SequenceNumber,
         fill_cache: bool,
+        from: MergeFrom,
     ) -> Result<Option<DBPinnableSlice>> {
         let ucmp = &*self.user_cmp;
         let mut operands = MergeOperands::default();
         let base = with_lookup(key, seq, |lookup| -> Result<Option<Vec<u8>>> {
-            for mem in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
+            let mems = std::iter::once(&sv.mem).chain(sv.imm.iter());
+            for mem in mems.skip(from.mem) {
                 if let Some(base) = mem.collect_operands(key, seq, &mut operands) {
                     return Ok(base.map(<[u8]>::to_vec));
                 }
             }
             let hash = filter_hash(key);
-            for (level, f) in self.candidate_files(sv, key, lookup) {
+            for (level, f) in self.candidate_files(sv, key, lookup).skip(from.table) {
                 let table = self.table_cache.get_for(f, level)?;
                 let Some(e) = table.get_opt(lookup, hash, fill_cache)? else {
                     continue;
