@@ -106,6 +106,8 @@ impl DbInner {
         }
         applied?;
         st.imm.pop_front();
+        // The table and the memtable's removal, in one publication.
+        self.publish_read_view(st);
         self.delete_obsolete_files(st);
         Ok(())
     }

@@ -8,10 +8,11 @@
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
+use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 
 use crate::env::{FileLock, FileSystem};
@@ -133,18 +134,94 @@ pub(crate) struct DbInner {
     /// Iterator positionings and steps (`strata.num-iterator-steps`),
     /// added by each iterator in runs.
     pub(crate) iterator_steps: crate::util::counter::ShardedCounter,
+    /// The memtables and version reads use, published under the state
+    /// lock whenever one of them changes, read without it.
+    pub(crate) read_view: ArcSwap<ReadView>,
+    /// The last sequence number whose write is in a memtable, published
+    /// (Release) after the write's entries are; read (Acquire) before
+    /// `read_view`.
+    pub(crate) visible_sequence: AtomicU64,
+}
+
+/// The parts of the state a read needs: what [`DbInner::super_version`]
+/// copies without the state lock.
+pub(crate) struct ReadView {
+    pub(crate) mem: Arc<MemTable>,
+    /// Newest first.
+    pub(crate) imm: Vec<Arc<MemTable>>,
+    pub(crate) version: Arc<Version>,
+}
+
+impl ReadView {
+    /// The view of `st`.
+    pub(crate) fn of(st: &DbState) -> ReadView {
+        ReadView {
+            mem: st.mem.clone(),
+            imm: st.imm.iter().rev().map(|m| m.mem.clone()).collect(),
+            version: st.versions.current(),
+        }
+    }
 }
 
 impl DbInner {
     /// Copies what a read needs.
+    ///
+    /// Takes no lock: the sequence number first, then the view. Every
+    /// write at or below that sequence number is in a memtable of the
+    /// view, or in a table of its version (a memtable is switched, and a
+    /// flush's table installed with its memtable's removal, in one
+    /// publication under the state lock); newer entries the view may hold
+    /// are above the sequence number, so hidden.
     pub(crate) fn super_version(&self) -> SuperVersion {
-        let st = self.state.lock();
+        #[cfg(debug_assertions)]
+        self.check_read_view();
+        let sequence = self.visible_sequence.load(Ordering::Acquire);
+        let view = self.read_view.load();
         SuperVersion {
-            mem: st.mem.clone(),
-            imm: st.imm.iter().rev().map(|m| m.mem.clone()).collect(),
-            version: st.versions.current(),
-            sequence: st.versions.last_sequence(),
+            mem: view.mem.clone(),
+            imm: view.imm.clone(),
+            version: view.version.clone(),
+            sequence,
         }
+    }
+
+    /// Publishes the read view and the visible sequence number of `st`;
+    /// called under the state lock after every change of the memtables,
+    /// the version or the last sequence number.
+    pub(crate) fn publish_read_view(&self, st: &DbState) {
+        self.read_view.store(Arc::new(ReadView::of(st)));
+        self.publish_sequence(st);
+    }
+
+    /// Publishes `st`'s last sequence number to readers.
+    pub(crate) fn publish_sequence(&self, st: &DbState) {
+        self.visible_sequence
+            .store(st.versions.last_sequence(), Ordering::Release);
+    }
+
+    /// Debug builds: the published view is the state's (a change left
+    /// unpublished would make reads miss data).
+    #[cfg(debug_assertions)]
+    fn check_read_view(&self) {
+        let st = self.state.lock();
+        let view = self.read_view.load();
+        let fresh = ReadView::of(&st);
+        assert!(
+            Arc::ptr_eq(&view.mem, &fresh.mem)
+                && Arc::ptr_eq(&view.version, &fresh.version)
+                && view.imm.len() == fresh.imm.len()
+                && view
+                    .imm
+                    .iter()
+                    .zip(&fresh.imm)
+                    .all(|(a, b)| Arc::ptr_eq(a, b)),
+            "the published read view is stale"
+        );
+        assert_eq!(
+            self.visible_sequence.load(Ordering::Acquire),
+            st.versions.last_sequence(),
+            "the published sequence number is stale"
+        );
     }
 
     /// Drops a reader's reference to `version`. The last holder of a

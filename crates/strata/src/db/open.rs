@@ -1,9 +1,10 @@
 //! Opening a database: checks, lock, manifest recovery, log replay.
 
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 
 use crate::cache::BlockCache;
@@ -16,7 +17,7 @@ use crate::wal::{LogReader, LogWriter};
 use super::filename::{
     current_file_name, lock_file_name, log_file_name, parse_file_name, table_file_name, FileType,
 };
-use super::inner::{DbInner, DbState, LevelStats};
+use super::inner::{DbInner, DbState, LevelStats, ReadView};
 use super::options::Options;
 use super::table_cache::TableCache;
 use super::write::insert_into;
@@ -170,6 +171,31 @@ fn build(
     .with_prefix_extractor(opts.prefix_extractor.clone())
     .with_merge_operator(opts.merge_operator.as_ref().map(|m| m.name().to_string()))
     .with_packed_lazy_checksums(opts.packed.as_ref().is_some_and(|p| p.lazy_checksums));
+    let state = DbState {
+        mem: Arc::new(MemTable::new(icmp.clone())),
+        log: None,
+        log_number: 0,
+        imm: Default::default(),
+        versions,
+        bg_error: None,
+        writers: Default::default(),
+        flush_running: false,
+        running: Vec::new(),
+        running_ids: Vec::new(),
+        next_compaction_id: 0,
+        manual_compaction: false,
+        pending_outputs: Default::default(),
+        snapshots: Default::default(),
+        old_versions: Vec::new(),
+        compact_pointer: Default::default(),
+        stats: [LevelStats::default(); crate::version::NUM_LEVELS],
+        user_bytes: 0,
+        unpersisted_data: false,
+        wal_bytes: 0,
+        file_deletions_disabled: 0,
+    };
+    let view = ReadView::of(&state);
+    let sequence = state.versions.last_sequence();
     Arc::new(DbInner {
         dir: dir.to_owned(),
         opts: opts.clone(),
@@ -177,29 +203,9 @@ fn build(
         icmp: icmp.clone(),
         user_cmp: ucmp,
         table_cache,
-        state: Mutex::new(DbState {
-            mem: Arc::new(MemTable::new(icmp)),
-            log: None,
-            log_number: 0,
-            imm: Default::default(),
-            versions,
-            bg_error: None,
-            writers: Default::default(),
-            flush_running: false,
-            running: Vec::new(),
-            running_ids: Vec::new(),
-            next_compaction_id: 0,
-            manual_compaction: false,
-            pending_outputs: Default::default(),
-            snapshots: Default::default(),
-            old_versions: Vec::new(),
-            compact_pointer: Default::default(),
-            stats: [LevelStats::default(); crate::version::NUM_LEVELS],
-            user_bytes: 0,
-            unpersisted_data: false,
-            wal_bytes: 0,
-            file_deletions_disabled: 0,
-        }),
+        state: Mutex::new(state),
+        read_view: ArcSwap::from_pointee(view),
+        visible_sequence: AtomicU64::new(sequence),
         bg_done: Condvar::new(),
         bg_work: Condvar::new(),
         shutting_down: AtomicBool::new(false),
@@ -380,6 +386,7 @@ impl DbInner {
             })?;
         }
         st.versions.set_last_sequence(max_seq);
+        self.publish_read_view(&st);
         Ok(())
     }
 
@@ -418,6 +425,7 @@ impl DbInner {
             }
         }
         st.versions.log_and_apply(&mut edit)?;
+        self.publish_read_view(&st);
         st.log = Some(LogWriter::new(file));
         st.log_number = number;
         self.delete_obsolete_files(&mut st);

@@ -189,6 +189,7 @@ impl DbInner {
             Ok(()) => {
                 st.versions
                     .set_last_sequence(first_seq + group.len() as u64 - 1);
+                self.publish_sequence(st);
                 st.user_bytes += group.size_in_bytes() as u64;
                 if disable_wal {
                     st.unpersisted_data = true;
@@ -264,6 +265,7 @@ impl DbInner {
             mem: old_mem,
             log_number: old_log,
         });
+        self.publish_read_view(st);
         self.bg_work.notify_all();
         Ok(())
     }

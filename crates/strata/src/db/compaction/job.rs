@@ -75,6 +75,7 @@ impl DbInner {
             }
             Self::remember_current(st);
             st.versions.log_and_apply(&mut edit)?;
+            self.publish_read_view(st);
             self.advance_compact_pointer(st, c);
             let s = &mut st.stats[c.output_level];
             s.bytes_moved += moved;
@@ -106,6 +107,7 @@ impl DbInner {
             st.pending_outputs.remove(&f.number);
         }
         applied?;
+        self.publish_read_view(st);
         #[cfg(feature = "invariants")]
         self.check_invariants(st);
         self.advance_compact_pointer(st, c);
