@@ -3,6 +3,8 @@
 //! later writes fail with the same error, reads keep working, and after a
 //! reopen on a healthy file system nothing acknowledged is lost. Read
 //! errors are reported and never returned as data, and do not stop writes.
+//! `DB::resume` clears a flush, compaction or manifest failure without a
+//! reopen, but not a failure of the log.
 
 mod common;
 
@@ -214,6 +216,63 @@ fn manifest_write_errors() {
         let e = db.flush().unwrap_err();
         check_after_error(&fs, &opts, db, &model, e, &what);
     }
+}
+
+/// `DB::resume` after a failed flush (table write, table sync, manifest
+/// write): the held-up memtable is flushed, writes work again, the files on
+/// disk are exactly the live ones, and a reopen finds everything.
+#[test]
+fn resume_clears_a_flush_or_manifest_failure() {
+    let cases: [(&[FileOp], &str); 4] = [
+        (&[FileOp::Create], ".sst"),
+        (&[FileOp::Append], ".sst"),
+        (&[FileOp::Sync], ".sst"),
+        (&[FileOp::Append], "MANIFEST"),
+    ];
+    for (ops, path) in cases {
+        let what = format!("resume after {ops:?} on {path:?}");
+        let (fs, opts) = setup();
+        let db = DB::open(&opts, DB_DIR).unwrap();
+        let mut model = Model::new();
+        put_range(&db, &mut model, "a", 0..500);
+        fs.inject(FaultRule::new(ops).path_contains(path).times(1));
+        let e = db.flush().unwrap_err();
+        assert_injected(&e, &what);
+        assert!(db.put(b"while-stopped", b"x").is_err(), "{what}");
+        db.resume()
+            .unwrap_or_else(|e| panic!("{what}: resume: {e}"));
+        db.resume().unwrap(); // nothing left to clear
+        put_range(&db, &mut model, "b", 500..700);
+        db.flush().unwrap();
+        assert_contents(&db, &model, &what);
+        common::assert_files_are_live(&fs, DB_DIR, &db, &what);
+        drop(db);
+        let db = DB::open(&opts, DB_DIR).unwrap();
+        assert_contents(&db, &model, &format!("{what}, after reopen"));
+    }
+}
+
+/// A failed log write is not resumed: the log's end is unknown, so resume
+/// returns the error and writes keep failing until a reopen.
+#[test]
+fn resume_leaves_a_log_failure_to_a_reopen() {
+    let (fs, opts) = setup();
+    let db = DB::open(&opts, DB_DIR).unwrap();
+    let mut model = Model::new();
+    put_range(&db, &mut model, "a", 0..100);
+    fs.inject(
+        FaultRule::new(&[FileOp::Append])
+            .path_contains(".log")
+            .times(1),
+    );
+    let e = db.put(b"failed", b"?").unwrap_err();
+    assert_injected(&e, "log append");
+    let r = db.resume().unwrap_err();
+    assert_eq!(r.to_string(), e.to_string());
+    assert!(db.put(b"after", b"x").is_err());
+    drop(db);
+    let db = DB::open(&opts, DB_DIR).unwrap();
+    assert_contents(&db, &model, "after reopen");
 }
 
 /// The manifest switch at open (new manifest, CURRENT through a temporary

@@ -64,6 +64,9 @@ pub(crate) struct DbState {
     pub(crate) versions: VersionSet,
     /// The first background failure; once set, writes fail with it.
     pub(crate) bg_error: Option<Error>,
+    /// `bg_error` came from the write-ahead log (a write or a memtable
+    /// switch): the log's end is unknown, so only a reopen clears it.
+    pub(crate) bg_error_in_log: bool,
     pub(crate) writers: VecDeque<Arc<Writer>>,
     pub(crate) flush_running: bool,
     /// Output level and user-key range of each running compaction.
@@ -238,6 +241,52 @@ impl DbInner {
     }
 
     /// Records a background failure: writes stop with it from now on.
+    /// [`DbInner::set_bg_error`] for a failure of the write-ahead log.
+    pub(crate) fn set_log_error(&self, st: &mut DbState, e: Error) {
+        if st.bg_error.is_none() {
+            st.bg_error_in_log = true;
+        }
+        self.set_bg_error(st, e);
+    }
+
+    /// Clears a background error a flush, compaction or manifest write
+    /// left, and waits until the memtables it held up are flushed (or
+    /// the retry fails again, with that error). An error of the log
+    /// itself stays: its end is unknown, and only a reopen recovers it.
+    pub(crate) fn resume(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::NotSupported(
+                "the database is open read-only: there is nothing to resume".into(),
+            ));
+        }
+        let mut st = self.state.lock();
+        let Some(e) = st.bg_error.clone() else {
+            return Ok(());
+        };
+        if st.bg_error_in_log {
+            return Err(e);
+        }
+        // Wait for background work that was running when it failed.
+        while st.flush_running || !st.running.is_empty() {
+            self.bg_done.wait(&mut st);
+        }
+        st.bg_error = None;
+        self.bg_work.notify_all();
+        while !st.imm.is_empty() {
+            if let Some(e) = &st.bg_error {
+                return Err(e.clone());
+            }
+            self.bg_done.wait(&mut st);
+        }
+        match &st.bg_error {
+            Some(e) => Err(e.clone()),
+            None => {
+                self.delete_obsolete_files(&mut st);
+                Ok(())
+            }
+        }
+    }
+
     pub(crate) fn set_bg_error(&self, st: &mut DbState, e: Error) {
         if st.bg_error.is_none() {
             st.bg_error = Some(e);

@@ -340,6 +340,18 @@ impl DB {
         DBIterator::new(self.raw_iterator_opt(ro), mode)
     }
 
+    /// Clears a background error (RocksDB's `DB::Resume`): after a flush,
+    /// compaction or manifest write failed (a full disk, a transient I/O
+    /// error), writes fail with that error until this succeeds. It retries
+    /// the flush of the memtables the failure held up and returns once
+    /// they are in tables, or with the error of the retry. A failure of
+    /// the write-ahead log itself is not cleared (its end is unknown): it
+    /// returns that error, and only a reopen recovers. `Ok` when there is
+    /// no error.
+    pub fn resume(&self) -> Result<()> {
+        self.inner.resume()
+    }
+
     /// Writes the memtables that hold data when it is called to tables and
     /// waits until they are. Memtables that fill up while it waits are
     /// not waited for (as RocksDB), so steady writes cannot hold it up.

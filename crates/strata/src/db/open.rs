@@ -178,6 +178,7 @@ fn build(
         imm: Default::default(),
         versions,
         bg_error: None,
+        bg_error_in_log: false,
         writers: Default::default(),
         flush_running: false,
         running: Vec::new(),

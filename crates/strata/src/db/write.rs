@@ -201,7 +201,7 @@ impl DbInner {
             Err(e) => {
                 // The log may hold part of the record; no later write may
                 // follow it, so writes stop (RocksDB's background error).
-                self.set_bg_error(st, e.clone());
+                self.set_log_error(st, e.clone());
                 Err(e)
             }
         }
@@ -240,7 +240,7 @@ impl DbInner {
                 // A half-made switch (new log not durable, old log not
                 // synced) leaves the logs in an unknown state: stop writes,
                 // as RocksDB does.
-                self.set_bg_error(st, e.clone());
+                self.set_log_error(st, e.clone());
                 return Err(e);
             } else {
                 force = false;
