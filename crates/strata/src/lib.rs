@@ -54,7 +54,8 @@ pub(crate) mod wal;
 pub use db::{
     BlockBasedOptions, Cache, DBCompressionType, DBIterator, DBPinnableSlice, DBRawIterator,
     DBRecoveryMode, Direction, IteratorMode, LiveFile, Options, PackedTableOptions, ReadOptions,
-    Snapshot, SstPartitioner, SstPartitionerFactory, TableFileCheck, WriteBatch, WriteOptions, DB,
+    Snapshot, SstFileWriter, SstPartitioner, SstPartitionerFactory, TableFileCheck, WriteBatch,
+    WriteOptions, DB,
 };
 pub use error::{Error, Result};
 /// Merge operators (the `rocksdb` crate's module and names): see

@@ -241,6 +241,27 @@ impl DbInner {
     }
 
     /// Records a background failure: writes stop with it from now on.
+    /// Switches the memtable if it holds data and waits until every
+    /// memtable switched before the call is in tables (`DB::flush`).
+    pub(crate) fn flush_memtables(&self) -> Result<()> {
+        self.write(None, false, false)?;
+        let mut st = self.state.lock();
+        // Every memtable switched before now has a log number below the
+        // active memtable's log: those are the ones to wait for. Log
+        // numbers only grow, and memtables are flushed oldest first.
+        let active_log = st.log_number;
+        loop {
+            if let Some(e) = &st.bg_error {
+                return Err(e.clone());
+            }
+            if st.imm.front().is_none_or(|m| m.log_number >= active_log) {
+                return Ok(());
+            }
+            self.bg_work.notify_all();
+            self.bg_done.wait(&mut st);
+        }
+    }
+
     /// [`DbInner::set_bg_error`] for a failure of the write-ahead log.
     pub(crate) fn set_log_error(&self, st: &mut DbState, e: Error) {
         if st.bg_error.is_none() {

@@ -8,6 +8,7 @@ mod compaction;
 pub mod db_iter;
 pub mod filename;
 mod flush;
+mod ingest;
 mod inner;
 mod iterator;
 mod level_iter;
@@ -33,6 +34,7 @@ use crate::key::SequenceNumber;
 
 use inner::DbInner;
 
+pub use ingest::SstFileWriter;
 pub use iterator::{DBIterator, DBRawIterator, Direction, IteratorMode};
 pub use live_files::{LiveFile, TableFileCheck};
 pub use merge_operator::{MergeFn, MergeOperands, MergeOperandsIter};
@@ -356,22 +358,21 @@ impl DB {
     /// waits until they are. Memtables that fill up while it waits are
     /// not waited for (as RocksDB), so steady writes cannot hold it up.
     pub fn flush(&self) -> Result<()> {
-        self.inner.write(None, false, false)?;
-        let mut st = self.inner.state.lock();
-        // Every memtable switched before now has a log number below the
-        // active memtable's log: those are the ones to wait for. Log
-        // numbers only grow, and memtables are flushed oldest first.
-        let active_log = st.log_number;
-        loop {
-            if let Some(e) = &st.bg_error {
-                return Err(e.clone());
-            }
-            if st.imm.front().is_none_or(|m| m.log_number >= active_log) {
-                return Ok(());
-            }
-            self.inner.bg_work.notify_all();
-            self.inner.bg_done.wait(&mut st);
-        }
+        self.inner.flush_memtables()
+    }
+
+    /// Adds table files written by an [`SstFileWriter`] (the `rocksdb`
+    /// crate's name). Each file becomes newer than everything written
+    /// before it (files given together: later ones win), is rewritten into
+    /// a level-0 table of the database with a sequence number of its own,
+    /// and is read back before it is recorded. Memtables holding keys of a
+    /// file's range are flushed first. The files themselves are left as
+    /// they are. A file with entries that are not one version per key at
+    /// sequence 0 (not one [`SstFileWriter`] made) is `InvalidArgument`;
+    /// a file ordered by another comparator too.
+    pub fn ingest_external_file<P: AsRef<Path>>(&self, paths: Vec<P>) -> Result<()> {
+        let paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
+        self.inner.ingest_external_files(&paths)
     }
 
     /// Compacts the key range `[start, end]` (None: unbounded) down the

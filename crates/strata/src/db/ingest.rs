@@ -1,0 +1,334 @@
+//! Bulk loading (the `rocksdb` crate's names): [`SstFileWriter`] builds a
+//! table file outside any database, [`DB::ingest_external_file`] adds such
+//! files to a live database without going through the write path.
+//!
+//! An ingested file becomes newer than everything already written: it gets
+//! a sequence number of its own (the next one; files given together get
+//! consecutive ones, so a later file's keys win over an earlier one's), and
+//! its entries are rewritten with it into a level-0 table of the database
+//! (RocksDB can instead record a global sequence number in the file; Strata's
+//! tables carry their sequence numbers in their keys). Memtables holding keys
+//! of a file's range are flushed first, since reads ask memtables before
+//! tables. Writes wait while a file's sequence number is taken.
+
+use std::cmp::Ordering as CmpOrdering;
+use std::path::{Path, PathBuf};
+
+use parking_lot::MutexGuard;
+
+use crate::env::WritableFile;
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::{parse_internal_key, Comparator, InternalKey, SequenceNumber, ValueKind};
+use crate::sst::{TableBuilder, TableOpenOptions};
+use crate::version::VersionEdit;
+
+use super::inner::{DbInner, DbState};
+use super::options::Options;
+use super::table_outputs::TableOutputs;
+
+/// Writes a table file of sorted keys for [`DB::ingest_external_file`]
+/// (the `rocksdb` crate's `SstFileWriter`), with the table options, the
+/// comparator and the file system of the [`Options`] it is created with.
+///
+/// ```
+/// use strata_kv::{Options, SstFileWriter, DB};
+/// # let dir = std::env::temp_dir().join(format!("strata-doc-{}-{}", std::process::id(), line!()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// let mut opts = Options::default();
+/// opts.create_if_missing(true);
+/// let file = dir.join("load.sst");
+/// let mut writer = SstFileWriter::create(&opts);
+/// writer.open(&file)?;
+/// writer.put(b"a", b"1")?;
+/// writer.put(b"b", b"2")?; // keys in order, each once
+/// writer.finish()?;
+/// let db = DB::open(&opts, dir.join("db"))?;
+/// db.ingest_external_file(vec![&file])?;
+/// assert_eq!(db.get(b"b")?.as_deref(), Some(&b"2"[..]));
+/// # drop(db);
+/// # DB::destroy(&Options::default(), dir.join("db"))?;
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), strata_kv::Error>(())
+/// ```
+///
+/// [`DB::ingest_external_file`]: crate::DB::ingest_external_file
+pub struct SstFileWriter {
+    opts: Options,
+    builder: Option<TableBuilder>,
+    name: String,
+    last_key: Option<Vec<u8>>,
+    file_size: u64,
+}
+
+impl std::fmt::Debug for SstFileWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SstFileWriter")
+            .field("file", &self.name)
+            .field("open", &self.builder.is_some())
+            .finish()
+    }
+}
+
+impl SstFileWriter {
+    /// A writer with the table options, comparator and file system of
+    /// `opts`.
+    pub fn create(opts: &Options) -> SstFileWriter {
+        SstFileWriter {
+            opts: opts.clone(),
+            builder: None,
+            name: String::new(),
+            last_key: None,
+            file_size: 0,
+        }
+    }
+
+    /// Creates the file at `path` (replacing one that is there).
+    pub fn open<P: AsRef<Path>>(&mut self, path: P) -> Result<()> {
+        let path = path.as_ref();
+        let file: Box<dyn WritableFile> = self.opts.fs.create(path)?;
+        self.name = path.display().to_string();
+        self.builder = Some(TableBuilder::new(
+            self.opts.table_options(),
+            file,
+            self.name.clone(),
+        )?);
+        self.last_key = None;
+        self.file_size = 0;
+        Ok(())
+    }
+
+    /// Adds `key` with `value`. Keys must come in increasing order of the
+    /// comparator, each once.
+    pub fn put<K: AsRef<[u8]>, V: AsRef<[u8]>>(&mut self, key: K, value: V) -> Result<()> {
+        self.add(key.as_ref(), ValueKind::Value, value.as_ref())
+    }
+
+    /// Adds a merge operand for `key` (resolved by the merge operator of
+    /// the database it is ingested into).
+    pub fn merge<K: AsRef<[u8]>, V: AsRef<[u8]>>(&mut self, key: K, value: V) -> Result<()> {
+        self.add(key.as_ref(), ValueKind::Merge, value.as_ref())
+    }
+
+    /// Adds a deletion of `key`: ingested, it hides older values.
+    pub fn delete<K: AsRef<[u8]>>(&mut self, key: K) -> Result<()> {
+        self.add(key.as_ref(), ValueKind::Deletion, &[])
+    }
+
+    fn add(&mut self, key: &[u8], kind: ValueKind, value: &[u8]) -> Result<()> {
+        let Some(builder) = self.builder.as_mut() else {
+            return Err(Error::invalid_argument(
+                "SstFileWriter: open a file before adding keys",
+            ));
+        };
+        if key.len() > crate::limits::KEY_SIZE_BYTES_MAX
+            || value.len() > crate::limits::VALUE_SIZE_BYTES_MAX
+        {
+            return Err(Error::invalid_argument(format!(
+                "SstFileWriter: a {}-byte key or {}-byte value exceeds the limits",
+                key.len(),
+                value.len()
+            )));
+        }
+        if let Some(last) = &self.last_key {
+            if self.opts.comparator.compare(last, key) != CmpOrdering::Less {
+                return Err(Error::invalid_argument(format!(
+                    "SstFileWriter {}: keys must be added in increasing order, each once",
+                    self.name
+                )));
+            }
+        }
+        builder.add(InternalKey::new(key, 0, kind).encoded(), value)?;
+        self.last_key = Some(key.to_vec());
+        Ok(())
+    }
+
+    /// Ends the file: its blocks, index and footer are written and synced.
+    /// A file without keys is an error (as RocksDB).
+    pub fn finish(&mut self) -> Result<()> {
+        let Some(mut builder) = self.builder.take() else {
+            return Err(Error::invalid_argument("SstFileWriter: no file is open"));
+        };
+        if self.last_key.is_none() {
+            return Err(Error::invalid_argument(format!(
+                "SstFileWriter {}: no key was added",
+                self.name
+            )));
+        }
+        builder.finish()?;
+        builder.sync()?;
+        self.file_size = builder.file_size();
+        Ok(())
+    }
+
+    /// Bytes of the file written so far (all of it after `finish`).
+    pub fn file_size(&self) -> u64 {
+        match &self.builder {
+            Some(b) => b.file_size(),
+            None => self.file_size,
+        }
+    }
+}
+
+impl DbInner {
+    /// See [`crate::DB::ingest_external_file`].
+    pub(crate) fn ingest_external_files(&self, paths: &[PathBuf]) -> Result<()> {
+        if self.read_only {
+            return Err(Error::NotSupported(
+                "the database is open read-only: nothing can be ingested".into(),
+            ));
+        }
+        for path in paths {
+            self.ingest_one(path)?;
+        }
+        Ok(())
+    }
+
+    fn ingest_one(&self, path: &Path) -> Result<()> {
+        let name = path.display().to_string();
+        let file = self.fs.open_random_access(path)?;
+        let opts = TableOpenOptions {
+            comparator: self.user_cmp.clone(),
+            block_cache: None,
+            placement: crate::sst::MetaPlacement::Reader,
+            prefix_extractor: None,
+            packed_lazy_checksums: false,
+        };
+        let table = crate::sst::Table::open(file, name.clone(), &opts)?;
+        let (smallest, largest) = external_range(&table, &name)?;
+        let ucmp = &*self.user_cmp;
+        let mut st = self.state.lock();
+        // Wait until no write group is in flight and no memtable holds a
+        // key of the file's range; from then on the lock is held to the
+        // end, so no write, snapshot or other ingestion can see the
+        // sequence number before the table is in place (RocksDB stops
+        // writes while it ingests too; reads take no lock and go on).
+        loop {
+            if let Some(e) = &st.bg_error {
+                return Err(e.clone());
+            }
+            if !st.writers.is_empty() || st.log.is_none() {
+                MutexGuard::unlocked(&mut st, std::thread::yield_now);
+                continue;
+            }
+            if memtables_overlap(&st, &smallest, &largest, ucmp) {
+                MutexGuard::unlocked(&mut st, || self.flush_memtables())?;
+                continue;
+            }
+            break;
+        }
+        let seq = st.versions.last_sequence() + 1;
+        let number = st.versions.new_file_number();
+        st.pending_outputs.insert(number);
+        let files = match self.rewrite_with_sequence(&table, seq, number) {
+            Ok(files) => files,
+            Err(e) => {
+                self.discard_outputs(&mut st, &[number]);
+                return Err(e);
+            }
+        };
+        st.versions.set_last_sequence(seq);
+        let mut edit = VersionEdit::new();
+        for f in &files {
+            edit.add_new_file(0, f.clone());
+        }
+        Self::remember_current(&mut st);
+        let applied = st.versions.log_and_apply(&mut edit);
+        st.pending_outputs.remove(&number);
+        // A failed manifest write may still have put the edit on disk: the
+        // table stays (no file is deleted until a manifest is written
+        // again), as for a flush.
+        applied?;
+        self.publish_read_view(&st);
+        self.bg_work.notify_all();
+        Ok(())
+    }
+
+    /// The entries of `table` with sequence number `seq`, in a new level-0
+    /// table of the database.
+    fn rewrite_with_sequence(
+        &self,
+        table: &crate::sst::Table,
+        seq: SequenceNumber,
+        number: u64,
+    ) -> Result<Vec<crate::version::NewFile>> {
+        // One output: it is never cut.
+        let mut out = TableOutputs::new(self, 0, || number);
+        (|| {
+            let mut it = table.iter_opt(false);
+            it.seek_to_first();
+            let mut key = Vec::new();
+            while it.valid() {
+                let p = parse_internal_key(it.key()).ok_or_else(|| {
+                    Error::corruption("external table", 0, "malformed internal key")
+                })?;
+                if p.kind == ValueKind::Merge && self.opts.merge_operator.is_none() {
+                    return Err(Error::NotSupported(
+                        "the external file holds merge operands and the database has no merge operator".into(),
+                    ));
+                }
+                key.clear();
+                key.extend_from_slice(p.user_key);
+                key.extend_from_slice(&crate::key::pack_trailer(seq, p.kind).to_le_bytes());
+                out.add(&key, it.value(), seq)?;
+                it.next();
+            }
+            it.status()?;
+            out.finish()
+        })()
+    }
+}
+
+/// The smallest and largest user keys of an external table, which must be
+/// one version per key, at sequence 0 (as [`SstFileWriter`] writes them).
+fn external_range(table: &crate::sst::Table, name: &str) -> Result<(Vec<u8>, Vec<u8>)> {
+    let props = table.properties();
+    let bad = |what: &str| Error::invalid_argument(format!("{name}: {what}"));
+    if props.num_entries == 0 {
+        return Err(bad("the file holds no key"));
+    }
+    let smallest =
+        parse_internal_key(&props.smallest_key).ok_or_else(|| bad("malformed smallest key"))?;
+    let largest =
+        parse_internal_key(&props.largest_key).ok_or_else(|| bad("malformed largest key"))?;
+    let mut it = table.iter_opt(false);
+    it.seek_to_first();
+    let mut last: Option<Vec<u8>> = None;
+    // One pass to check what the rewrite relies on: sequence 0, one
+    // version per key (the rewrite gives them all one sequence number).
+    while it.valid() {
+        let p = parse_internal_key(it.key()).ok_or_else(|| bad("malformed key"))?;
+        if p.sequence != 0 {
+            return Err(bad(
+                "entries carry sequence numbers: not a file SstFileWriter made",
+            ));
+        }
+        if last.as_deref() == Some(p.user_key) {
+            return Err(bad("a key appears twice"));
+        }
+        last = Some(p.user_key.to_vec());
+        it.next();
+    }
+    it.status()?;
+    Ok((smallest.user_key.to_vec(), largest.user_key.to_vec()))
+}
+
+/// True if a memtable of `st` holds a key in `[smallest, largest]`.
+fn memtables_overlap(st: &DbState, smallest: &[u8], largest: &[u8], ucmp: &dyn Comparator) -> bool {
+    std::iter::once(&st.mem)
+        .chain(st.imm.iter().map(|m| &m.mem))
+        .any(|mem| {
+            let mut it = mem.iter();
+            it.seek(
+                InternalKey::new(
+                    smallest,
+                    crate::key::MAX_SEQUENCE_NUMBER,
+                    ValueKind::FOR_SEEK,
+                )
+                .encoded(),
+            );
+            it.valid()
+                && parse_internal_key(it.key())
+                    .is_some_and(|p| ucmp.compare(p.user_key, largest) != CmpOrdering::Greater)
+        })
+}
