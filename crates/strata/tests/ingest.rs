@@ -169,3 +169,45 @@ fn bad_orders_and_bad_files_are_clear_errors() {
     db.ingest_external_file(vec!["/in/x.sst"]).unwrap();
     assert_eq!(get(&db, "b").as_deref(), Some("1"));
 }
+
+/// A file whose range nothing holds, with no snapshot open, is copied as it
+/// is to the last level; a snapshot (which must not see it) makes it a
+/// rewrite into level 0 instead.
+#[test]
+fn a_file_nothing_overlaps_is_copied_to_the_last_level() {
+    let fs = Arc::new(MemFileSystem::new());
+    let opts = options(&fs);
+    fs.create_dir_all(Path::new("/in")).unwrap();
+    let db = DB::open(&opts, "/db").unwrap();
+    db.put("m", "existing").unwrap();
+    write_file(&opts, "/in/low.sst", &[("a", Some("1")), ("b", Some("2"))]);
+    db.ingest_external_file(vec!["/in/low.sst"]).unwrap();
+    let levels: Vec<(i32, u64)> = db
+        .live_files()
+        .unwrap()
+        .iter()
+        .map(|f| (f.level, f.largest_seqno))
+        .collect();
+    assert_eq!(levels, vec![(6, 0)], "copied as it is, to the last level");
+    db.put("a", "later").unwrap();
+    assert_eq!(get(&db, "a").as_deref(), Some("later"));
+    assert_eq!(get(&db, "b").as_deref(), Some("2"));
+    let snap = db.snapshot();
+    write_file(&opts, "/in/high.sst", &[("x", Some("1"))]);
+    db.ingest_external_file(vec!["/in/high.sst"]).unwrap();
+    assert_eq!(snap.get("x").unwrap(), None);
+    assert_eq!(get(&db, "x").as_deref(), Some("1"));
+    let l0 = db
+        .live_files()
+        .unwrap()
+        .iter()
+        .filter(|f| f.level == 0)
+        .count();
+    assert_eq!(l0, 1, "rewritten into level 0 under a snapshot");
+    drop(snap);
+    drop(db);
+    let db = DB::open(&opts, "/db").unwrap();
+    assert_eq!(get(&db, "b").as_deref(), Some("2"));
+    assert_eq!(get(&db, "x").as_deref(), Some("1"));
+    assert_eq!(get(&db, "m").as_deref(), Some("existing"));
+}

@@ -217,9 +217,32 @@ impl DbInner {
             }
             break;
         }
-        let seq = st.versions.last_sequence() + 1;
         let number = st.versions.new_file_number();
         st.pending_outputs.insert(number);
+        if let Some(level) = self.copy_level(&st, &table, &smallest, &largest) {
+            // Nothing anywhere holds a key of its range and no snapshot is
+            // open: its entries, at sequence 0, are no older than anything
+            // they could meet, so the file is copied as it is, to the
+            // deepest level (RocksDB links or copies it there too).
+            let copied = self.copy_in(path, &table, number, level);
+            let file = match copied {
+                Ok(file) => file,
+                Err(e) => {
+                    self.discard_outputs(&mut st, &[number]);
+                    return Err(e);
+                }
+            };
+            let mut edit = VersionEdit::new();
+            edit.add_new_file(level, file);
+            Self::remember_current(&mut st);
+            let applied = st.versions.log_and_apply(&mut edit);
+            st.pending_outputs.remove(&number);
+            applied?;
+            self.publish_read_view(&st);
+            self.bg_work.notify_all();
+            return Ok(());
+        }
+        let seq = st.versions.last_sequence() + 1;
         let files = match self.rewrite_with_sequence(&table, seq, number) {
             Ok(files) => files,
             Err(e) => {
@@ -242,6 +265,63 @@ impl DbInner {
         self.publish_read_view(&st);
         self.bg_work.notify_all();
         Ok(())
+    }
+
+    /// The level an external file can be copied to as it is: the deepest
+    /// block-based one, when no snapshot is open, the file holds no merge
+    /// operand (its table records no operator) and no memtable or level
+    /// holds a key of its range (memtables were checked by the caller).
+    fn copy_level(
+        &self,
+        st: &DbState,
+        table: &crate::sst::Table,
+        smallest: &[u8],
+        largest: &[u8],
+    ) -> Option<usize> {
+        if !st.snapshots.is_empty()
+            || table.properties().num_merge_operands > 0
+            || matches!(table, crate::sst::Table::Packed(_))
+        {
+            return None;
+        }
+        let version = st.versions.current();
+        let ucmp = &*self.user_cmp;
+        let overlaps = (0..crate::version::NUM_LEVELS).any(|level| {
+            !version
+                .overlapping_files(level, Some(smallest), Some(largest), ucmp)
+                .is_empty()
+        });
+        if overlaps {
+            return None;
+        }
+        (1..crate::version::NUM_LEVELS)
+            .rev()
+            .find(|&level| !self.opts.packed_at(level))
+    }
+
+    /// Copies the external file to table `number` of the database (synced)
+    /// and reads it back.
+    fn copy_in(
+        &self,
+        path: &Path,
+        table: &crate::sst::Table,
+        number: u64,
+        level: usize,
+    ) -> Result<crate::version::NewFile> {
+        let to = super::filename::table_file_name(&self.dir, number);
+        crate::env::copy_file(self.fs.as_ref(), path, &to, u64::MAX)?;
+        self.fs.sync_dir(&self.dir)?;
+        let file_size = self.fs.file_size(&to)?;
+        self.table_cache.get(number, file_size, level)?;
+        let props = table.properties();
+        Ok(crate::version::NewFile {
+            number,
+            file_size,
+            smallest: InternalKey::from_encoded(props.smallest_key.clone()),
+            largest: InternalKey::from_encoded(props.largest_key.clone()),
+            smallest_seqno: 0,
+            largest_seqno: 0,
+        })
     }
 
     /// The entries of `table` with sequence number `seq`, in a new level-0
