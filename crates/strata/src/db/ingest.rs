@@ -219,41 +219,34 @@ impl DbInner {
         }
         let number = st.versions.new_file_number();
         st.pending_outputs.insert(number);
-        if let Some(level) = self.copy_level(&st, &table, &smallest, &largest) {
-            // Nothing anywhere holds a key of its range and no snapshot is
-            // open: its entries, at sequence 0, are no older than anything
-            // they could meet, so the file is copied as it is, to the
-            // deepest level (RocksDB links or copies it there too).
-            let copied = self.copy_in(path, &table, number, level);
-            let file = match copied {
-                Ok(file) => file,
-                Err(e) => {
-                    self.discard_outputs(&mut st, &[number]);
-                    return Err(e);
-                }
-            };
-            let mut edit = VersionEdit::new();
-            edit.add_new_file(level, file);
-            Self::remember_current(&mut st);
-            let applied = st.versions.log_and_apply(&mut edit);
-            st.pending_outputs.remove(&number);
-            applied?;
-            self.publish_read_view(&st);
-            self.bg_work.notify_all();
-            return Ok(());
-        }
-        let seq = st.versions.last_sequence() + 1;
-        let files = match self.rewrite_with_sequence(&table, seq, number) {
-            Ok(files) => files,
+        // Where nothing anywhere holds a key of its range and no snapshot
+        // is open, its entries, at sequence 0, are no older than anything
+        // they could meet: the file is copied as it is, to the deepest
+        // level (RocksDB links or copies it there too). Otherwise it is
+        // rewritten with a sequence number of its own into level 0.
+        let placed = match self.copy_level(&st, &table, &smallest, &largest) {
+            Some(level) => self
+                .copy_in(path, &table, number, level)
+                .map(|file| (level, vec![file], None)),
+            None => {
+                let seq = st.versions.last_sequence() + 1;
+                self.rewrite_with_sequence(&table, seq, number)
+                    .map(|files| (0, files, Some(seq)))
+            }
+        };
+        let (level, files, seq) = match placed {
+            Ok(placed) => placed,
             Err(e) => {
                 self.discard_outputs(&mut st, &[number]);
                 return Err(e);
             }
         };
-        st.versions.set_last_sequence(seq);
+        if let Some(seq) = seq {
+            st.versions.set_last_sequence(seq);
+        }
         let mut edit = VersionEdit::new();
-        for f in &files {
-            edit.add_new_file(0, f.clone());
+        for f in files {
+            edit.add_new_file(level, f);
         }
         Self::remember_current(&mut st);
         let applied = st.versions.log_and_apply(&mut edit);
