@@ -251,11 +251,13 @@ impl DbInner {
         Self::remember_current(&mut st);
         let applied = st.versions.log_and_apply(&mut edit);
         st.pending_outputs.remove(&number);
+        // Published whether or not the edit went in: a failed one leaves
+        // the version as it was, but the sequence number is taken.
+        self.publish_read_view(&st);
         // A failed manifest write may still have put the edit on disk: the
         // table stays (no file is deleted until a manifest is written
         // again), as for a flush.
         applied?;
-        self.publish_read_view(&st);
         self.bg_work.notify_all();
         Ok(())
     }

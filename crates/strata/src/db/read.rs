@@ -155,23 +155,17 @@ pub(super) struct MergeFrom {
     pub(super) table: usize,
 }
 
-/// Where a walk over one source's versions of a key ended.
-enum Walk {
-    /// At a value (`Some`) or a deletion (`None`): the operands' base.
-    Base(Option<Vec<u8>>),
-    /// The source holds no older version: go on to the next.
-    Exhausted,
-}
-
 /// From `lookup`, gathers the merge operands of `key` in `it` (newest
-/// first) until a value or deletion ends them.
+/// first) until a value or a deletion, which it returns (`Some(Some(value))`,
+/// `Some(None)`), or the source's versions of the key end (`None`): the
+/// table counterpart of [`MemTable::collect_operands`].
 fn walk_versions(
     it: &mut dyn InternalIterator,
     lookup: &[u8],
     key: &[u8],
     ucmp: &dyn Comparator,
     operands: &mut MergeOperands,
-) -> Result<Walk> {
+) -> Result<Option<Option<Vec<u8>>>> {
     it.seek(lookup);
     while it.valid() {
         let p = parse_internal_key(it.key())
@@ -180,14 +174,14 @@ fn walk_versions(
             break;
         }
         match p.kind {
-            ValueKind::Value => return Ok(Walk::Base(Some(it.value().to_vec()))),
-            ValueKind::Deletion => return Ok(Walk::Base(None)),
+            ValueKind::Value => return Ok(Some(Some(it.value().to_vec()))),
+            ValueKind::Deletion => return Ok(Some(None)),
             ValueKind::Merge => operands.push(it.value()),
         }
         it.next();
     }
     it.status()?;
-    Ok(Walk::Exhausted)
+    Ok(None)
 }
 
 impl DbInner {
@@ -303,7 +297,7 @@ impl DbInner {
                     ValueKind::Deletion => return Ok(None),
                     ValueKind::Merge => {
                         let mut it = table.iter_opt(fill_cache);
-                        if let Walk::Base(base) =
+                        if let Some(base) =
                             walk_versions(&mut it, lookup, key, ucmp, &mut operands)?
                         {
                             return Ok(base);
