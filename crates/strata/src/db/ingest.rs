@@ -3,11 +3,14 @@
 //! files to a live database without going through the write path.
 //!
 //! An ingested file becomes newer than everything already written: it gets
-//! a sequence number of its own (the next one; files given together get
-//! consecutive ones, so a later file's keys win over an earlier one's), and
+//! a sequence number of its own (the next one: of files given together, a
+//! later file's keys win over an earlier one's; writes may come between
+//! them, and a failure leaves the files before it ingested), and
 //! its entries are rewritten with it into a level-0 table of the database
 //! (RocksDB can instead record a global sequence number in the file; Strata's
-//! tables carry their sequence numbers in their keys). Memtables holding keys
+//! tables carry their sequence numbers in their keys). A file whose range
+//! nothing holds, with no snapshot open and no compaction running, is
+//! instead copied as it is to the deepest level. Memtables holding keys
 //! of a file's range are flushed first, since reads ask memtables before
 //! tables. Writes wait while a file's sequence number is taken.
 
@@ -19,7 +22,9 @@ use parking_lot::MutexGuard;
 use crate::env::WritableFile;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
-use crate::key::{parse_internal_key, Comparator, InternalKey, SequenceNumber, ValueKind};
+use crate::key::{
+    extract_user_key, parse_internal_key, Comparator, InternalKey, SequenceNumber, ValueKind,
+};
 use crate::sst::{TableBuilder, TableOpenOptions};
 use crate::version::VersionEdit;
 
@@ -195,8 +200,9 @@ impl DbInner {
             packed_lazy_checksums: false,
         };
         let table = crate::sst::Table::open(file, name.clone(), &opts)?;
-        let (smallest, largest) = external_range(&table, &name)?;
         let ucmp = &*self.user_cmp;
+        let (first, last) = external_range(&table, &name, ucmp)?;
+        let (smallest, largest) = (first.user_key(), last.user_key());
         let mut st = self.state.lock();
         // Wait until no write group is in flight and no memtable holds a
         // key of the file's range; from then on the lock is held to the
@@ -211,7 +217,7 @@ impl DbInner {
                 MutexGuard::unlocked(&mut st, std::thread::yield_now);
                 continue;
             }
-            if memtables_overlap(&st, &smallest, &largest, ucmp) {
+            if memtables_overlap(&st, smallest, largest, ucmp) {
                 MutexGuard::unlocked(&mut st, || self.flush_memtables())?;
                 continue;
             }
@@ -224,9 +230,9 @@ impl DbInner {
         // they could meet: the file is copied as it is, to the deepest
         // level (RocksDB links or copies it there too). Otherwise it is
         // rewritten with a sequence number of its own into level 0.
-        let placed = match self.copy_level(&st, &table, &smallest, &largest) {
+        let placed = match self.copy_level(&st, &table, smallest, largest) {
             Some(level) => self
-                .copy_in(path, &table, number, level)
+                .copy_in(path, number, level, &first, &last)
                 .map(|file| (level, vec![file], None)),
             None => {
                 let seq = st.versions.last_sequence() + 1;
@@ -256,8 +262,11 @@ impl DbInner {
         self.publish_read_view(&st);
         // A failed manifest write may still have put the edit on disk: the
         // table stays (no file is deleted until a manifest is written
-        // again), as for a flush.
-        applied?;
+        // again), and writes stop, as after a flush's.
+        if let Err(e) = applied {
+            self.set_bg_error(&mut st, e.clone());
+            return Err(e);
+        }
         self.bg_work.notify_all();
         Ok(())
     }
@@ -273,7 +282,11 @@ impl DbInner {
         smallest: &[u8],
         largest: &[u8],
     ) -> Option<usize> {
+        // A running compaction may be writing into the range's gap of the
+        // deepest level: only the rewrite into level 0 is safe then.
         if !st.snapshots.is_empty()
+            || !st.running.is_empty()
+            || st.manual_compaction
             || table.properties().num_merge_operands > 0
             || matches!(table, crate::sst::Table::Packed(_))
         {
@@ -299,21 +312,21 @@ impl DbInner {
     fn copy_in(
         &self,
         path: &Path,
-        table: &crate::sst::Table,
         number: u64,
         level: usize,
+        first: &InternalKey,
+        last: &InternalKey,
     ) -> Result<crate::version::NewFile> {
         let to = super::filename::table_file_name(&self.dir, number);
         crate::env::copy_file(self.fs.as_ref(), path, &to, u64::MAX)?;
         self.fs.sync_dir(&self.dir)?;
         let file_size = self.fs.file_size(&to)?;
         self.table_cache.get(number, file_size, level)?;
-        let props = table.properties();
         Ok(crate::version::NewFile {
             number,
             file_size,
-            smallest: InternalKey::from_encoded(props.smallest_key.clone()),
-            largest: InternalKey::from_encoded(props.largest_key.clone()),
+            smallest: first.clone(),
+            largest: last.clone(),
             smallest_seqno: 0,
             largest_seqno: 0,
         })
@@ -354,23 +367,19 @@ impl DbInner {
     }
 }
 
-/// The smallest and largest user keys of an external table, which must be
-/// one version per key, at sequence 0 (as [`SstFileWriter`] writes them).
-fn external_range(table: &crate::sst::Table, name: &str) -> Result<(Vec<u8>, Vec<u8>)> {
-    let props = table.properties();
+/// The first and last entries of an external table, as read (not as its
+/// properties say), after checking what ingestion relies on: entries at
+/// sequence 0, one per user key, in increasing order of `ucmp`.
+fn external_range(
+    table: &crate::sst::Table,
+    name: &str,
+    ucmp: &dyn Comparator,
+) -> Result<(InternalKey, InternalKey)> {
     let bad = |what: &str| Error::invalid_argument(format!("{name}: {what}"));
-    if props.num_entries == 0 {
-        return Err(bad("the file holds no key"));
-    }
-    let smallest =
-        parse_internal_key(&props.smallest_key).ok_or_else(|| bad("malformed smallest key"))?;
-    let largest =
-        parse_internal_key(&props.largest_key).ok_or_else(|| bad("malformed largest key"))?;
     let mut it = table.iter_opt(false);
     it.seek_to_first();
+    let mut first: Option<InternalKey> = None;
     let mut last: Option<Vec<u8>> = None;
-    // One pass to check what the rewrite relies on: sequence 0, one
-    // version per key (the rewrite gives them all one sequence number).
     while it.valid() {
         let p = parse_internal_key(it.key()).ok_or_else(|| bad("malformed key"))?;
         if p.sequence != 0 {
@@ -378,14 +387,23 @@ fn external_range(table: &crate::sst::Table, name: &str) -> Result<(Vec<u8>, Vec
                 "entries carry sequence numbers: not a file SstFileWriter made",
             ));
         }
-        if last.as_deref() == Some(p.user_key) {
-            return Err(bad("a key appears twice"));
+        if let Some(prev) = &last {
+            let prev = extract_user_key(prev);
+            if ucmp.compare(prev, p.user_key) != CmpOrdering::Less {
+                return Err(bad("keys out of order, or a key twice"));
+            }
         }
-        last = Some(p.user_key.to_vec());
+        if first.is_none() {
+            first = Some(InternalKey::from_encoded(it.key().to_vec()));
+        }
+        last = Some(it.key().to_vec());
         it.next();
     }
     it.status()?;
-    Ok((smallest.user_key.to_vec(), largest.user_key.to_vec()))
+    match (first, last) {
+        (Some(first), Some(last)) => Ok((first, InternalKey::from_encoded(last))),
+        _ => Err(bad("the file holds no key")),
+    }
 }
 
 /// True if a memtable of `st` holds a key in `[smallest, largest]`.

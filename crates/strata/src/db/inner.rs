@@ -264,9 +264,8 @@ impl DbInner {
 
     /// [`DbInner::set_bg_error`] for a failure of the write-ahead log.
     pub(crate) fn set_log_error(&self, st: &mut DbState, e: Error) {
-        if st.bg_error.is_none() {
-            st.bg_error_in_log = true;
-        }
+        // Even behind another error: the log's end is unknown either way.
+        st.bg_error_in_log = true;
         self.set_bg_error(st, e);
     }
 
@@ -281,14 +280,19 @@ impl DbInner {
             ));
         }
         let mut st = self.state.lock();
-        let Some(e) = st.bg_error.clone() else {
-            return Ok(());
-        };
-        if st.bg_error_in_log {
-            return Err(e);
-        }
-        // Wait for background work that was running when it failed.
-        while st.flush_running || !st.running.is_empty() {
+        // The error is judged again after every wait: another resume may
+        // have cleared it, or a log failure joined it, meanwhile.
+        loop {
+            let Some(e) = &st.bg_error else {
+                return Ok(());
+            };
+            if st.bg_error_in_log {
+                return Err(e.clone());
+            }
+            // Wait for background work that was running when it failed.
+            if !st.flush_running && st.running.is_empty() {
+                break;
+            }
             self.bg_done.wait(&mut st);
         }
         st.bg_error = None;

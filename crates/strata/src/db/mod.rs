@@ -363,9 +363,11 @@ impl DB {
 
     /// Adds table files written by an [`SstFileWriter`] (the `rocksdb`
     /// crate's name). Each file becomes newer than everything written
-    /// before it (files given together: later ones win), is rewritten into
-    /// a level-0 table of the database with a sequence number of its own,
-    /// and is read back before it is recorded. Memtables holding keys of a
+    /// before it (files given together: later ones win): it is copied as it
+    /// is to the deepest level when nothing holds a key of its range and no
+    /// snapshot or compaction is running, and otherwise rewritten into a
+    /// level-0 table with a sequence number of its own; it is read back
+    /// before it is recorded. Memtables holding keys of a
     /// file's range are flushed first. The files themselves are left as
     /// they are. A file with entries that are not one version per key at
     /// sequence 0 (not one [`SstFileWriter`] made) is `InvalidArgument`;
