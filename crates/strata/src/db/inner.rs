@@ -103,13 +103,18 @@ pub(crate) use super::compaction::stats::LevelStats;
 /// A range of user keys, both ends included.
 pub(crate) type KeyRange = (Vec<u8>, Vec<u8>);
 
-/// What a read needs, copied under the lock.
+/// What a read needs: the published view (one reference, shared by every
+/// reader of it) and the sequence number it reads at.
 pub(crate) struct SuperVersion {
-    pub(crate) mem: Arc<MemTable>,
-    /// Newest first.
-    pub(crate) imm: Vec<Arc<MemTable>>,
-    pub(crate) version: Arc<Version>,
+    view: Arc<ReadView>,
     pub(crate) sequence: SequenceNumber,
+}
+
+impl std::ops::Deref for SuperVersion {
+    type Target = ReadView;
+    fn deref(&self) -> &ReadView {
+        &self.view
+    }
 }
 
 pub(crate) struct DbInner {
@@ -167,7 +172,7 @@ impl ReadView {
 }
 
 impl DbInner {
-    /// Copies what a read needs.
+    /// What a read needs: one reference to the published view.
     ///
     /// Takes no lock: the sequence number first, then the view. Every
     /// write at or below that sequence number is in a memtable of the
@@ -179,12 +184,17 @@ impl DbInner {
         #[cfg(debug_assertions)]
         self.check_read_view();
         let sequence = self.visible_sequence.load(Ordering::Acquire);
-        let view = self.read_view.load();
         SuperVersion {
-            mem: view.mem.clone(),
-            imm: view.imm.clone(),
-            version: view.version.clone(),
+            view: self.read_view.load_full(),
             sequence,
+        }
+    }
+
+    /// Ends a read of `sv`. The last reader of a view that is no longer
+    /// published lets go of its version, which may leave files obsolete.
+    pub(crate) fn release_super_version(&self, sv: SuperVersion) {
+        if let Some(view) = Arc::into_inner(sv.view) {
+            self.release_version(view.version);
         }
     }
 

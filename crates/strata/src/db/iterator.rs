@@ -6,10 +6,9 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
-use crate::version::Version;
 
 use super::db_iter::DBIter;
-use super::inner::DbInner;
+use super::inner::{DbInner, SuperVersion};
 use super::options::ReadOptions;
 use super::DB;
 
@@ -58,13 +57,13 @@ pub struct DBRawIterator<'a> {
 /// deletes the files it kept alive.
 struct VersionRef {
     db: Arc<DbInner>,
-    version: Option<Arc<Version>>,
+    sv: Option<SuperVersion>,
 }
 
 impl Drop for VersionRef {
     fn drop(&mut self) {
-        if let Some(v) = self.version.take() {
-            self.db.release_version(v);
+        if let Some(sv) = self.sv.take() {
+            self.db.release_super_version(sv);
         }
     }
 }
@@ -110,7 +109,7 @@ impl<'a> DBRawIterator<'a> {
             steps: 0,
             _version: VersionRef {
                 db: db.clone(),
-                version: Some(sv.version),
+                sv: Some(sv),
             },
             _db: PhantomData,
         }

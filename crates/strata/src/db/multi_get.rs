@@ -89,7 +89,7 @@ impl DbInner {
         self.point_reads.add(keys.len() as u64);
         let sv = self.super_version();
         let r = self.multi_get_in(&sv, keys, sorted_input, snapshot, fill_cache);
-        self.release_version(sv.version);
+        self.release_super_version(sv);
         r
     }
 

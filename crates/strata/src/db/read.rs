@@ -195,7 +195,7 @@ impl DbInner {
         self.point_reads.add(1);
         let sv = self.super_version();
         let r = self.get_in(&sv, key, snapshot, fill_cache);
-        self.release_version(sv.version);
+        self.release_super_version(sv);
         r
     }
 
