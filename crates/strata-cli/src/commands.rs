@@ -264,6 +264,12 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
                             out.write_all(b" ")?;
                             out.write_all(&codec.encode(v))?;
                         }
+                        strata::dump::WalEntry::DeleteRange(from, to) => {
+                            out.write_all(b"  delete_range ")?;
+                            out.write_all(&codec.encode(from))?;
+                            out.write_all(b" ")?;
+                            out.write_all(&codec.encode(to))?;
+                        }
                     }
                     out.write_all(b"\n")?;
                 }
@@ -401,6 +407,7 @@ fn sst(cmd: &SstCommand, codec: Codec, out: &mut impl Write) -> Result<Outcome> 
                     ValueKind::Value => "value",
                     ValueKind::Deletion => "deletion",
                     ValueKind::Merge => "merge",
+                    ValueKind::RangeDeletion => "range deletion",
                 };
                 write!(out, " @ {} {kind} => ", p.sequence)?;
                 out.write_all(&codec.encode(it.value()))?;

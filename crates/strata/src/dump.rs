@@ -103,6 +103,8 @@ pub enum WalEntry {
     Delete(Vec<u8>),
     /// Merge an operand into a key.
     Merge(Vec<u8>, Vec<u8>),
+    /// Remove every key in `[from, to)`.
+    DeleteRange(Vec<u8>, Vec<u8>),
 }
 
 /// One record (write batch) of a write-ahead log.
@@ -133,6 +135,9 @@ pub fn wal_records(fs: &dyn FileSystem, path: &Path) -> Result<Vec<WalRecord>> {
                 Ok(BatchRecord::Delete(k)) => entries.push(WalEntry::Delete(k.to_vec())),
                 Ok(BatchRecord::Merge(k, v)) => {
                     entries.push(WalEntry::Merge(k.to_vec(), v.to_vec()))
+                }
+                Ok(BatchRecord::DeleteRange(from, to)) => {
+                    entries.push(WalEntry::DeleteRange(from.to_vec(), to.to_vec()))
                 }
                 Err(what) => {
                     return Err(crate::Error::corruption(&*name, offset, what.to_string()));

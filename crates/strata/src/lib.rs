@@ -46,6 +46,7 @@ pub mod iter;
 pub mod key;
 pub mod limits;
 pub(crate) mod memtable;
+pub(crate) mod range_del;
 pub mod sst;
 pub(crate) mod util;
 pub(crate) mod version;

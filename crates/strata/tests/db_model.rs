@@ -1,5 +1,7 @@
 //! Randomized operations against a `BTreeMap` model: puts, deletes,
-//! merges (an append operator whose partial merge sometimes declines),
+//! range deletions, whole-range compactions (which drop range deletions
+//! at the bottom), merges (an append operator whose partial merge
+//! sometimes declines),
 //! batches, gets, bounded iteration both ways (and by prefix steps, with
 //! a prefix extractor that may change at each reopen), snapshots, flushes
 //! and reopens, with buffers small enough that many files and levels appear.
@@ -111,6 +113,35 @@ fn append_partial(
 /// What the model holds after merging `operand` into `k`.
 fn model_merge(model: &mut Model, k: Vec<u8>, operand: &[u8]) {
     model.entry(k).or_default().extend_from_slice(operand);
+}
+
+/// What the model holds after deleting `[from, to)`.
+fn model_delete_range(model: &mut Model, from: &[u8], to: &[u8]) {
+    if from < to {
+        let doomed: Vec<Vec<u8>> = model
+            .range::<[u8], _>((Bound::Included(from), Bound::Excluded(to)))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in doomed {
+            model.remove(&k);
+        }
+    }
+}
+
+/// A range to delete: mostly a few keys wide, now and then hundreds, and
+/// sometimes empty.
+fn delete_range_bounds(rng: &mut StdRng) -> (Vec<u8>, Vec<u8>) {
+    let a = rng.gen_range(0..2000u32);
+    let width = if rng.gen_bool(0.1) {
+        rng.gen_range(0..600)
+    } else {
+        rng.gen_range(0..12)
+    };
+    let b = (a + width).min(2000);
+    (
+        format!("key{a:05}").into_bytes(),
+        format!("key{b:05}").into_bytes(),
+    )
 }
 
 fn key(rng: &mut StdRng) -> Vec<u8> {
@@ -406,6 +437,10 @@ fn run_seed(seed: u64, ops: u64) {
                             let v = value(&mut rng);
                             b.merge(&k, &v[..v.len().min(8)]);
                             model_merge(&mut model, k, &v[..v.len().min(8)]);
+                        } else if dice < 8 {
+                            let (from, to) = delete_range_bounds(&mut rng);
+                            b.delete_range(&from, &to);
+                            model_delete_range(&mut model, &from, &to);
                         } else {
                             b.delete(&k);
                             model.remove(&k);
@@ -451,7 +486,21 @@ fn run_seed(seed: u64, ops: u64) {
                         check_iteration(&db, old, Some(snap), &mut rng, prefix_len);
                     }
                 }
-                980..=989 => db.flush().unwrap(),
+                980..=986 => db.flush().unwrap(),
+                987..=988 => {
+                    let (from, to) = delete_range_bounds(&mut rng);
+                    if rng.gen_bool(0.05) && from < to {
+                        // Reversed: refused, and nothing changes.
+                        assert!(matches!(
+                            db.delete_range(&to, &from),
+                            Err(strata_kv::Error::InvalidArgument(_))
+                        ));
+                    } else {
+                        db.delete_range(&from, &to).unwrap();
+                        model_delete_range(&mut model, &from, &to);
+                    }
+                }
+                989 => db.compact_range(None::<&[u8]>, None::<&[u8]>).unwrap(),
                 990..=993 => check_idle_files(&db, &fs, &format!("seed {seed} op {done}")),
                 994..=995 => {
                     if manifest_fault(&db, &fs, &model, &mut rng) {

@@ -30,6 +30,7 @@ use crate::key::{
 use crate::util::coding::put_fixed64;
 
 use super::merge_operator::{self, MergeOperands, MergeOperator};
+use crate::range_del::RangeDelView;
 
 /// A saved value buffer larger than this (beyond the value it holds) is
 /// released rather than kept, so one huge value does not pin its memory.
@@ -81,6 +82,9 @@ pub struct DBIter {
     merged: bool,
     /// Scratch for the operands of one key.
     operands: MergeOperands,
+    /// The range deletions in view: an entry under a newer one visible
+    /// at `sequence` reads as a deletion.
+    range_dels: RangeDelView,
 }
 
 impl fmt::Debug for DBIter {
@@ -171,6 +175,29 @@ impl DBIter {
             merge_operator: None,
             merged: false,
             operands: MergeOperands::default(),
+            range_dels: RangeDelView::default(),
+        }
+    }
+
+    /// Sets the range deletions the iterator respects.
+    pub(crate) fn with_range_deletions(mut self, view: RangeDelView) -> Self {
+        self.range_dels = view;
+        self
+    }
+
+    /// The kind an entry reads as: a deletion if a range deletion visible
+    /// at the iterator's sequence number covers it.
+    #[inline]
+    fn kind_of(&self, ikey: &ParsedInternalKey<'_>) -> ValueKind {
+        match ikey.kind {
+            ValueKind::RangeDeletion => ValueKind::Deletion,
+            _ if self
+                .range_dels
+                .covers(ikey.user_key, ikey.sequence, self.sequence) =>
+            {
+                ValueKind::Deletion
+            }
+            kind => kind,
         }
     }
 
@@ -584,7 +611,7 @@ impl DBIter {
         };
         let cmp = self.user_cmp.as_ref();
         if ikey.sequence > self.sequence
-            || ikey.kind != ValueKind::Value
+            || self.kind_of(&ikey) != ValueKind::Value
             || below_lower(cmp, self.lower_bound.as_deref(), ikey.user_key)
             || past_upper(cmp, self.upper_bound.as_deref(), ikey.user_key)
             || self.outside_confinement(ikey.user_key)
@@ -660,8 +687,8 @@ impl DBIter {
                 break;
             }
             if ikey.sequence <= self.sequence {
-                match ikey.kind {
-                    ValueKind::Deletion => {
+                match self.kind_of(&ikey) {
+                    ValueKind::Deletion | ValueKind::RangeDeletion => {
                         // Hides every older entry of this user key.
                         self.saved_key.clear();
                         self.saved_key.extend_from_slice(ikey.user_key);
@@ -715,12 +742,12 @@ impl DBIter {
             if self.user_cmp.compare(ikey.user_key, &self.saved_key) != Ordering::Equal {
                 break;
             }
-            match ikey.kind {
+            match self.kind_of(&ikey) {
                 ValueKind::Value => {
                     base = Some(self.inner.value().to_vec());
                     break;
                 }
-                ValueKind::Deletion => break,
+                ValueKind::Deletion | ValueKind::RangeDeletion => break,
                 ValueKind::Merge => self.operands.push(self.inner.value()),
             }
         }
@@ -785,9 +812,9 @@ impl DBIter {
                     // A value was found for a larger key: yield it.
                     break;
                 }
-                let entry_kind = ikey.kind;
+                let entry_kind = self.kind_of(&ikey);
                 match entry_kind {
-                    ValueKind::Deletion => {
+                    ValueKind::Deletion | ValueKind::RangeDeletion => {
                         self.saved_key.clear();
                         self.clear_saved_value();
                         self.operands.clear();
@@ -796,7 +823,7 @@ impl DBIter {
                         // Entries come oldest first: the operands gather in
                         // the order the merge takes them.
                         match kind {
-                            ValueKind::Deletion => {
+                            ValueKind::Deletion | ValueKind::RangeDeletion => {
                                 has_base = false;
                                 self.saved_key.clear();
                                 self.saved_key.extend_from_slice(ikey.user_key);
@@ -832,7 +859,7 @@ impl DBIter {
             }
         }
         match kind {
-            ValueKind::Deletion => self.stop(),
+            ValueKind::Deletion | ValueKind::RangeDeletion => self.stop(),
             ValueKind::Value => self.valid = true,
             ValueKind::Merge => {
                 let base = has_base.then_some(self.saved_value.as_slice());

@@ -9,6 +9,7 @@ use parking_lot::MutexGuard;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{parse_internal_key, SequenceNumber, ValueKind};
+use crate::range_del::{self, CoveredFilter, FragmentedRangeTombstones, RangeTombstone};
 use crate::version::{NewFile, Version, VersionEdit};
 
 use super::compaction::cutting::OutputCutter;
@@ -72,9 +73,16 @@ impl DbInner {
         let snapshots: Vec<SequenceNumber> = st.snapshots.keys().copied().collect();
         let start = Instant::now();
         let (built, numbers) = MutexGuard::unlocked(st, || {
-            let mut it = mem.iter();
+            let range_dels = mem.range_deletions();
+            let mut it = CoveredFilter::new(mem.iter(), range_dels.clone(), snapshots.clone());
             it.seek_to_first();
             let mut out = TableOutputs::new(self, 0, || self.new_output_number());
+            if let Some(list) = &range_dels {
+                // Level 0: older data below may need every one of them.
+                out.set_range_deletions(range_del::compact_fragments(list, &snapshots, |_, _| {
+                    false
+                }));
+            }
             let built = self.write_flush_tables(&mut it, &version, &snapshots, &mut out);
             (built, out.numbers().to_vec())
         });
@@ -195,15 +203,21 @@ impl DbInner {
         out.finish()
     }
 
-    /// Writes the entries of `it` (positioned at the first) to table
-    /// `number`, synced, and checks that it opens. None if `it` was empty
-    /// (no file is left behind; nor is one on an error).
+    /// Writes the entries of `it` (positioned at the first) and the range
+    /// deletions `range_dels` (as written, any order) to table `number`,
+    /// synced, and checks that it opens. None if both were empty (no file
+    /// is left behind; nor is one on an error).
     pub(crate) fn write_table(
         &self,
         it: &mut dyn InternalIterator,
+        range_dels: &[RangeTombstone],
         number: u64,
     ) -> Result<Option<NewFile>> {
         let mut out = TableOutputs::new(self, 0, || number);
+        if !range_dels.is_empty() {
+            let list = FragmentedRangeTombstones::new(range_dels, self.user_cmp.clone());
+            out.set_range_deletions(list.fragments().to_vec());
+        }
         let result = (|| {
             while it.valid() {
                 let p = parse_internal_key(it.key()).ok_or_else(|| {

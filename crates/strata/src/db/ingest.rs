@@ -200,6 +200,11 @@ impl DbInner {
             packed_lazy_checksums: false,
         };
         let table = crate::sst::Table::open(file, name.clone(), &opts)?;
+        if !table.range_deletions().is_empty() {
+            return Err(Error::NotSupported(format!(
+                "{name}: ingesting a table that holds range deletions"
+            )));
+        }
         let ucmp = &*self.user_cmp;
         let (first, last) = external_range(&table, &name, ucmp)?;
         let (smallest, largest) = (first.user_key(), last.user_key());
@@ -329,6 +334,7 @@ impl DbInner {
             largest: last.clone(),
             smallest_seqno: 0,
             largest_seqno: 0,
+            has_range_deletions: false,
         })
     }
 
@@ -411,6 +417,17 @@ fn memtables_overlap(st: &DbState, smallest: &[u8], largest: &[u8], ucmp: &dyn C
     std::iter::once(&st.mem)
         .chain(st.imm.iter().map(|m| &m.mem))
         .any(|mem| {
+            // A range deletion over the range hides older entries: the
+            // file's must be newer, so the memtable is flushed first.
+            let deletes = mem.range_deletions().is_some_and(|list| {
+                list.fragments().iter().any(|f| {
+                    ucmp.compare(&f.start, largest) != CmpOrdering::Greater
+                        && ucmp.compare(smallest, &f.end) == CmpOrdering::Less
+                })
+            });
+            if deletes {
+                return true;
+            }
             let mut it = mem.iter();
             it.seek(
                 InternalKey::new(

@@ -89,11 +89,14 @@ impl<'a> DBRawIterator<'a> {
     pub(crate) fn new(db: &Arc<DbInner>, ro: &ReadOptions) -> DBRawIterator<'a> {
         let sv = db.super_version();
         let seq = ro.snapshot.unwrap_or(sv.sequence);
-        let inner: Box<dyn InternalIterator> =
-            match db.internal_iter(&sv, ro.fill_cache, &ro.block_property_filters.0) {
-                Ok(it) => Box::new(it),
-                Err(e) => Box::new(ErrorIterator(e)),
-            };
+        let mut range_dels = crate::range_del::RangeDelView::default();
+        let inner: Box<dyn InternalIterator> = match db.range_del_view(&sv).and_then(|view| {
+            range_dels = view;
+            db.internal_iter(&sv, ro.fill_cache, &ro.block_property_filters.0)
+        }) {
+            Ok(it) => Box::new(it),
+            Err(e) => Box::new(ErrorIterator(e)),
+        };
         let iter = DBIter::new(
             inner,
             db.user_cmp.clone(),
@@ -103,6 +106,7 @@ impl<'a> DBRawIterator<'a> {
         )
         .with_prefix_extractor(db.opts.prefix_extractor.clone())
         .with_merge_operator(db.opts.merge_operator.clone())
+        .with_range_deletions(range_dels)
         .with_prefix_same_as_start(ro.prefix_same_as_start && !ro.total_order_seek);
         DBRawIterator {
             iter,

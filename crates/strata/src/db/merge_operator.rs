@@ -273,7 +273,7 @@ pub(crate) fn fold_operands(
         match p.kind {
             ValueKind::Merge => operands.push(it.value()),
             ValueKind::Value => base = Some(Some(it.value().to_vec())),
-            ValueKind::Deletion => base = Some(None),
+            ValueKind::Deletion | ValueKind::RangeDeletion => base = Some(None),
         }
         it.next();
         if base.is_some() {

@@ -180,6 +180,28 @@ impl DB {
         self.write_opt(b, wo)
     }
 
+    /// Removes every key in `[from, to)` (half open, under the database's
+    /// comparator) with one write, whatever the number of keys, as
+    /// RocksDB's `DeleteRange`. `from == to` deletes nothing; `from` after
+    /// `to` is `InvalidArgument` (as RocksDB since 7.x). Packed tables
+    /// have no range-deletion block: a table that must hold range
+    /// deletions is written block-based, in any level.
+    pub fn delete_range<K: AsRef<[u8]>>(&self, from: K, to: K) -> Result<()> {
+        self.delete_range_opt(from, to, &WriteOptions::default())
+    }
+
+    /// [`DB::delete_range`] with write options.
+    pub fn delete_range_opt<K: AsRef<[u8]>>(
+        &self,
+        from: K,
+        to: K,
+        wo: &WriteOptions,
+    ) -> Result<()> {
+        let mut b = WriteBatch::default();
+        b.delete_range(from, to);
+        self.write_opt(b, wo)
+    }
+
     /// Applies a batch atomically.
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
         self.write_opt(batch, &WriteOptions::default())
@@ -210,6 +232,9 @@ impl DB {
             return Err(Error::NotSupported(
                 "merge needs a merge operator: Options::set_merge_operator at open".into(),
             ));
+        }
+        if batch.has_range_del() {
+            self.inner.check_range_deletions(&batch)?;
         }
         self.inner.write(Some(batch), wo.sync, wo.disable_wal)
     }

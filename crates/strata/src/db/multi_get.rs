@@ -102,13 +102,26 @@ impl DbInner {
         fill_cache: bool,
     ) -> Vec<MultiGetResult> {
         let seq = snapshot.unwrap_or(sv.sequence);
+        let range_dels = match self.range_del_view(sv) {
+            Ok(view) => view,
+            Err(e) => return keys.iter().map(|_| Err(e.clone())).collect(),
+        };
+        // Per key, the newest range deletion over it (none: no entry).
+        let floors: Vec<SequenceNumber> = if range_dels.is_empty() {
+            Vec::new()
+        } else {
+            keys.iter()
+                .map(|k| range_dels.max_covering(k, seq))
+                .collect()
+        };
+        let floor = |i: usize| floors.get(i).copied().unwrap_or(0);
         let mut results: Vec<Option<MultiGetResult>> = Vec::with_capacity(keys.len());
         // Keys whose newest visible version is a merge operand: decided
         // (no further source is asked in the batch), then answered one by
         // one by the merge read.
         let mut merges = Vec::new();
         for (i, key) in keys.iter().enumerate() {
-            results.push(match memtables_get(sv, key, seq) {
+            results.push(match memtables_get(sv, key, seq, floor(i)) {
                 MemGet::Found(v) => Some(Ok(v)),
                 MemGet::Merge(_) => {
                     merges.push(i);
@@ -122,10 +135,12 @@ impl DbInner {
         let mut answers = Answers {
             results: &mut results,
             merges: &mut merges,
+            floors: &floors,
         };
         self.tables_get(sv, &pending, &mut answers, &mut scratch, fill_cache);
         for i in merges {
-            results[i] = Some(self.merge_get(sv, keys[i], seq, fill_cache, MergeFrom::default()));
+            let from = MergeFrom::default();
+            results[i] = Some(self.merge_get(sv, keys[i], seq, fill_cache, from, floor(i)));
         }
         results.into_iter().map(|r| r.unwrap_or(Ok(None))).collect()
     }
@@ -265,9 +280,13 @@ impl DbInner {
         };
         probes.clear();
         probes.extend(group.iter().map(|&j| pending.probe(j)));
-        table.multi_get(probes, fill_cache, &mut |p, r| {
+        let need_sequence = !answers.floors.is_empty();
+        table.multi_get(probes, fill_cache, need_sequence, &mut |p, r| {
             let i = pending.key_index[group[p]];
+            let floor = answers.floors.get(i).copied().unwrap_or(0);
             answers.results[i] = Some(match r {
+                // Under a range deletion.
+                Ok(e) if e.sequence < floor => Ok(None),
                 Ok(e) if e.kind == ValueKind::Merge => {
                     answers.merges.push(i);
                     Ok(None)
@@ -283,12 +302,14 @@ impl DbInner {
 struct Answers<'r> {
     results: &'r mut [Option<MultiGetResult>],
     merges: &'r mut Vec<usize>,
+    /// Per key, the newest range deletion over it; empty if there is none.
+    floors: &'r [SequenceNumber],
 }
 
 /// A table's answer as the user sees it.
 fn table_value(e: Found) -> Option<DBPinnableSlice> {
     match e.kind {
         ValueKind::Value => Some(DBPinnableSlice::from_block(e.value)),
-        ValueKind::Deletion | ValueKind::Merge => None,
+        ValueKind::Deletion | ValueKind::Merge | ValueKind::RangeDeletion => None,
     }
 }

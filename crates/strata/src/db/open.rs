@@ -442,7 +442,8 @@ impl DbInner {
         let number = st.versions.new_file_number();
         let mut it = mem.iter();
         crate::iter::InternalIterator::seek_to_first(&mut it);
-        if let Some(f) = self.write_table(&mut it, number)? {
+        let range_dels = mem.range_deletion_list();
+        if let Some(f) = self.write_table(&mut it, &range_dels, number)? {
             edit.add_new_file(0, f);
         }
         Ok(())

@@ -15,9 +15,10 @@ use crate::key::{
     TRAILER_BYTES,
 };
 use crate::memtable::{MemTable, MemTableGet};
+use crate::range_del::{FragmentedRangeTombstones, RangeDelView};
 use crate::sst::filter::filter_hash;
 use crate::sst::BlockPropertyFilter;
-use crate::version::{FileMetaData, NUM_LEVELS};
+use crate::version::{FileMetaData, Version, NUM_LEVELS};
 
 use super::inner::{DbInner, SuperVersion};
 use super::level_iter::LevelIterator;
@@ -117,15 +118,22 @@ pub(super) enum MemGet {
 }
 
 /// The answer of the memtables of `sv` (active first, then the immutable
-/// ones newest first) for `key` at `seq`.
-pub(super) fn memtables_get(sv: &SuperVersion, key: &[u8], seq: SequenceNumber) -> MemGet {
+/// ones newest first) for `key` at `seq`. A version older than `floor`
+/// (the newest range deletion over the key) is deleted.
+pub(super) fn memtables_get(
+    sv: &SuperVersion,
+    key: &[u8],
+    seq: SequenceNumber,
+    floor: SequenceNumber,
+) -> MemGet {
     for (i, mem) in std::iter::once(&sv.mem).chain(sv.imm.iter()).enumerate() {
-        match mem.get(key, seq) {
-            Some(MemTableGet::Value(v)) => {
+        match mem.get_with_sequence(key, seq) {
+            Some((_, s)) if s < floor => return MemGet::Found(None),
+            Some((MemTableGet::Value(v), _)) => {
                 return MemGet::Found(Some(DBPinnableSlice::from_mem(mem, v)))
             }
-            Some(MemTableGet::Deleted) => return MemGet::Found(None),
-            Some(MemTableGet::Merge) => return MemGet::Merge(i),
+            Some((MemTableGet::Deleted, _)) => return MemGet::Found(None),
+            Some((MemTableGet::Merge, _)) => return MemGet::Merge(i),
             None => {}
         }
     }
@@ -163,6 +171,7 @@ fn walk_versions(
     it: &mut dyn InternalIterator,
     lookup: &[u8],
     key: &[u8],
+    floor: SequenceNumber,
     ucmp: &dyn Comparator,
     operands: &mut MergeOperands,
 ) -> Result<Option<Option<Vec<u8>>>> {
@@ -173,9 +182,12 @@ fn walk_versions(
         if ucmp.compare(p.user_key, key) != Ordering::Equal {
             break;
         }
+        if p.sequence < floor {
+            return Ok(Some(None)); // under a range deletion
+        }
         match p.kind {
             ValueKind::Value => return Ok(Some(Some(it.value().to_vec()))),
-            ValueKind::Deletion => return Ok(Some(None)),
+            ValueKind::Deletion | ValueKind::RangeDeletion => return Ok(Some(None)),
             ValueKind::Merge => operands.push(it.value()),
         }
         it.next();
@@ -207,11 +219,13 @@ impl DbInner {
         fill_cache: bool,
     ) -> Result<Option<DBPinnableSlice>> {
         let seq = snapshot.unwrap_or(sv.sequence);
-        match memtables_get(sv, key, seq) {
+        let range_dels = self.range_del_view(sv)?;
+        let floor = range_dels.max_covering(key, seq);
+        match memtables_get(sv, key, seq, floor) {
             MemGet::Found(v) => return Ok(v),
             MemGet::Merge(mem) => {
                 let from = MergeFrom { mem, table: 0 };
-                return self.merge_get(sv, key, seq, fill_cache, from);
+                return self.merge_get(sv, key, seq, fill_cache, from, floor);
             }
             MemGet::NotFound => {}
         }
@@ -220,10 +234,13 @@ impl DbInner {
             let hash = filter_hash(key);
             for (t, (level, f)) in self.candidate_files(sv, key, lookup).enumerate() {
                 let table = self.table_cache.get_for(f, level)?;
-                if let Some(e) = table.get_opt(lookup, hash, fill_cache)? {
+                if let Some(e) = table.get_opt(lookup, hash, fill_cache, floor > 0)? {
+                    if e.sequence < floor {
+                        return Ok(None); // under a range deletion
+                    }
                     return match e.kind {
                         ValueKind::Value => Ok(Some(DBPinnableSlice::from_block(e.value))),
-                        ValueKind::Deletion => Ok(None),
+                        ValueKind::Deletion | ValueKind::RangeDeletion => Ok(None),
                         ValueKind::Merge => {
                             // The memtables and the tables before this one
                             // hold no version of the key.
@@ -231,7 +248,7 @@ impl DbInner {
                                 mem: usize::MAX,
                                 table: t,
                             };
-                            self.merge_get(sv, key, seq, fill_cache, from)
+                            self.merge_get(sv, key, seq, fill_cache, from, floor)
                         }
                     };
                 }
@@ -268,7 +285,8 @@ impl DbInner {
     /// merge operand: walks the versions of the key newest first, source
     /// by source (a source's bloom filter is asked first), gathering
     /// operands until a value or a deletion, and merges them. The sources
-    /// before `from` are known to hold no version of the key.
+    /// before `from` are known to hold no version of the key. Versions
+    /// older than `floor` are under a range deletion: the walk ends there.
     pub(super) fn merge_get(
         &self,
         sv: &SuperVersion,
@@ -276,29 +294,33 @@ impl DbInner {
         seq: SequenceNumber,
         fill_cache: bool,
         from: MergeFrom,
+        floor: SequenceNumber,
     ) -> Result<Option<DBPinnableSlice>> {
         let ucmp = &*self.user_cmp;
         let mut operands = MergeOperands::default();
         let base = with_lookup(key, seq, |lookup| -> Result<Option<Vec<u8>>> {
             let mems = std::iter::once(&sv.mem).chain(sv.imm.iter());
             for mem in mems.skip(from.mem) {
-                if let Some(base) = mem.collect_operands(key, seq, &mut operands) {
+                if let Some(base) = mem.collect_operands(key, seq, floor, &mut operands) {
                     return Ok(base.map(<[u8]>::to_vec));
                 }
             }
             let hash = filter_hash(key);
             for (level, f) in self.candidate_files(sv, key, lookup).skip(from.table) {
                 let table = self.table_cache.get_for(f, level)?;
-                let Some(e) = table.get_opt(lookup, hash, fill_cache)? else {
+                let Some(e) = table.get_opt(lookup, hash, fill_cache, floor > 0)? else {
                     continue;
                 };
+                if e.sequence < floor {
+                    return Ok(None); // under a range deletion
+                }
                 match e.kind {
                     ValueKind::Value => return Ok(Some(e.value.to_vec())),
-                    ValueKind::Deletion => return Ok(None),
+                    ValueKind::Deletion | ValueKind::RangeDeletion => return Ok(None),
                     ValueKind::Merge => {
                         let mut it = table.iter_opt(fill_cache);
                         if let Some(base) =
-                            walk_versions(&mut it, lookup, key, ucmp, &mut operands)?
+                            walk_versions(&mut it, lookup, key, floor, ucmp, &mut operands)?
                         {
                             return Ok(base);
                         }
@@ -311,6 +333,45 @@ impl DbInner {
         let op = self.opts.merge_operator.as_deref();
         let merged = merge_operator::resolve(op, key, base.as_deref(), &operands)?;
         Ok(Some(DBPinnableSlice::from_block(Bytes::from(merged))))
+    }
+
+    /// The range deletions `sv` holds: its memtables' and its tables'.
+    /// Free when there are none (a few atomic loads).
+    pub(crate) fn range_del_view(&self, sv: &SuperVersion) -> Result<RangeDelView> {
+        let mut view = RangeDelView::default();
+        for mem in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
+            if let Some(list) = mem.range_deletions() {
+                view.push(list);
+            }
+        }
+        if let Some(list) = self.version_range_deletions(&sv.version)? {
+            view.push(list);
+        }
+        Ok(view)
+    }
+
+    /// The range deletions of every table of `v`, fragmented once per
+    /// version (only tables recorded with range deletions are asked);
+    /// `None` if there are none (no reference count is touched then).
+    pub(crate) fn version_range_deletions(
+        &self,
+        v: &Version,
+    ) -> Result<Option<Arc<FragmentedRangeTombstones>>> {
+        if let Some(list) = v.range_dels.get() {
+            return Ok((!list.is_empty()).then(|| list.clone()));
+        }
+        let mut all = Vec::new();
+        for level in 0..NUM_LEVELS {
+            for f in v.files(level) {
+                if f.has_range_deletions {
+                    let table = self.table_cache.get_for(f, level)?;
+                    all.extend_from_slice(table.range_deletions());
+                }
+            }
+        }
+        let list = Arc::new(FragmentedRangeTombstones::new(&all, self.user_cmp.clone()));
+        let list = v.range_dels.get_or_init(|| list);
+        Ok((!list.is_empty()).then(|| list.clone()))
     }
 
     /// A merged iterator over every memtable and table of `sv`.

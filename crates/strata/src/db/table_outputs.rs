@@ -6,8 +6,11 @@
 //! tables that are durable and readable. On an error the caller discards
 //! [`TableOutputs::numbers`] (deleting whatever was written).
 
+use std::cmp::Ordering;
+
 use crate::error::Result;
-use crate::key::{InternalKey, SequenceNumber};
+use crate::key::{extract_user_key, InternalKey, SequenceNumber};
+use crate::range_del::{Fragment, RangeTombstone};
 use crate::sst::{TableProperties, TableWriter};
 use crate::version::NewFile;
 
@@ -31,6 +34,16 @@ pub(crate) struct TableOutputs<'a, F: FnMut() -> u64> {
     current: Option<Output>,
     finished: Vec<(Output, TableProperties)>,
     numbers: Vec<u64>,
+    /// Range deletions to write, ascending: each output takes their pieces
+    /// between its first key and the next output's first key (the first
+    /// output from the start, the last to the end), so the outputs' ranges
+    /// stay disjoint.
+    range_dels: Vec<Fragment>,
+    /// The first user key of the open output; `None` for the first output.
+    lower: Option<Vec<u8>>,
+    /// The open output is cut, but stays open until the next output's
+    /// first key, its upper bound, is known.
+    cut_pending: bool,
 }
 
 impl<'a, F: FnMut() -> u64> TableOutputs<'a, F> {
@@ -42,11 +55,24 @@ impl<'a, F: FnMut() -> u64> TableOutputs<'a, F> {
             current: None,
             finished: Vec::new(),
             numbers: Vec::new(),
+            range_dels: Vec::new(),
+            lower: None,
+            cut_pending: false,
         }
+    }
+
+    /// Sets the range deletions the outputs hold (fragments, ascending).
+    /// Call before the first entry.
+    pub(crate) fn set_range_deletions(&mut self, fragments: Vec<Fragment>) {
+        debug_assert!(self.numbers.is_empty());
+        self.range_dels = fragments;
     }
 
     /// Estimated bytes of the open output; None if no output is open.
     pub(crate) fn current_size(&self) -> Option<u64> {
+        if self.cut_pending {
+            return None;
+        }
         self.current
             .as_ref()
             .map(|o| o.builder.estimated_file_size())
@@ -60,8 +86,22 @@ impl<'a, F: FnMut() -> u64> TableOutputs<'a, F> {
     /// Adds an entry (internal key, value, the key's sequence number) to
     /// the open output, opening one first if none is.
     pub(crate) fn add(&mut self, key: &[u8], value: &[u8], sequence: SequenceNumber) -> Result<()> {
-        let out = match &mut self.current {
-            Some(out) => out,
+        if self.cut_pending {
+            let next_first = extract_user_key(key).to_vec();
+            self.end_output(Some(&next_first))?;
+            self.lower = Some(next_first);
+        }
+        self.output()?;
+        let out = self.current.as_mut().expect("output is open");
+        out.smallest_seqno = out.smallest_seqno.min(sequence);
+        out.largest_seqno = out.largest_seqno.max(sequence);
+        out.builder.add(key, value)
+    }
+
+    /// Opens an output if none is open.
+    fn output(&mut self) -> Result<()> {
+        match &mut self.current {
+            Some(_) => {}
             None => {
                 let number = (self.next_number)();
                 self.numbers.push(number);
@@ -69,31 +109,70 @@ impl<'a, F: FnMut() -> u64> TableOutputs<'a, F> {
                 let file = self.db.fs.create(&path)?;
                 let mut builder = TableWriter::new(
                     self.db.opts.table_options(),
-                    self.db.opts.packed_at(self.level),
+                    // Packed tables hold no range deletions: an output
+                    // with some is block-based (both live in one level).
+                    self.db.opts.packed_at(self.level) && self.range_dels.is_empty(),
                     file,
                     path.display().to_string(),
                 )?;
                 if let Some(op) = &self.db.opts.merge_operator {
                     builder.set_merge_operator(op.name());
                 }
-                self.current.insert(Output {
+                self.current = Some(Output {
                     number,
                     builder,
                     smallest_seqno: SequenceNumber::MAX,
                     largest_seqno: 0,
-                })
+                });
             }
-        };
-        out.smallest_seqno = out.smallest_seqno.min(sequence);
-        out.largest_seqno = out.largest_seqno.max(sequence);
-        out.builder.add(key, value)
+        }
+        Ok(())
     }
 
-    /// Ends the open output, if any: finished and synced.
+    /// Ends the open output, if any: finished and synced. With range
+    /// deletions to write, it ends at the next entry (whose key bounds
+    /// them) or at [`TableOutputs::finish`].
     pub(crate) fn cut(&mut self) -> Result<()> {
+        if self.current.is_none() {
+            return Ok(());
+        }
+        if !self.range_dels.is_empty() {
+            self.cut_pending = true;
+            return Ok(());
+        }
+        self.end_output(None)
+    }
+
+    /// Writes the pieces of the range deletions between `lower` and
+    /// `upper` (`None`: unbounded) into the open output, and ends it.
+    fn end_output(&mut self, upper: Option<&[u8]>) -> Result<()> {
+        self.cut_pending = false;
         let Some(mut out) = self.current.take() else {
             return Ok(());
         };
+        let ucmp = &*self.db.user_cmp;
+        for f in &self.range_dels {
+            let start = match &self.lower {
+                Some(lo) if ucmp.compare(&f.start, lo) == Ordering::Less => lo,
+                _ => &f.start,
+            };
+            let end = match upper {
+                Some(hi) if ucmp.compare(hi, &f.end) == Ordering::Less => hi,
+                _ => &f.end[..],
+            };
+            if ucmp.compare(start, end) != Ordering::Less {
+                continue;
+            }
+            for &seq in &f.seqs {
+                out.smallest_seqno = out.smallest_seqno.min(seq);
+                out.largest_seqno = out.largest_seqno.max(seq);
+                out.builder.add_range_deletion(RangeTombstone {
+                    start: start.to_vec(),
+                    end: end.to_vec(),
+                    seq,
+                })?;
+            }
+        }
         let props = out.builder.finish()?;
         out.builder.sync()?;
         self.finished.push((out, props));
@@ -103,7 +182,16 @@ impl<'a, F: FnMut() -> u64> TableOutputs<'a, F> {
     /// Ends the open output and returns every table, each durable (file
     /// and directory entry) and checked to open.
     pub(crate) fn finish(&mut self) -> Result<Vec<NewFile>> {
-        self.cut()?;
+        // Range deletions with no entry after them still need a table.
+        let after_last = match (&self.lower, self.range_dels.last()) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(lo), Some(last)) => self.db.user_cmp.compare(lo, &last.end) == Ordering::Less,
+        };
+        if self.current.is_none() && after_last {
+            self.output()?;
+        }
+        self.end_output(None)?;
         if self.finished.is_empty() {
             return Ok(Vec::new());
         }
@@ -123,6 +211,7 @@ impl<'a, F: FnMut() -> u64> TableOutputs<'a, F> {
                 largest: InternalKey::from_encoded(props.largest_key),
                 smallest_seqno: out.smallest_seqno,
                 largest_seqno: out.largest_seqno,
+                has_range_deletions: props.num_range_deletions > 0,
             });
         }
         Ok(files)

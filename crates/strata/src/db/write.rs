@@ -271,6 +271,25 @@ impl DbInner {
     }
 }
 
+impl DbInner {
+    /// The check a batch holding range deletions must pass before it is
+    /// written: no range ends before it starts.
+    pub(crate) fn check_range_deletions(&self, batch: &WriteBatch) -> Result<()> {
+        for r in batch.iter() {
+            if let Ok(BatchRecord::DeleteRange(from, to)) = r {
+                if self.user_cmp.compare(from, to) == std::cmp::Ordering::Greater {
+                    return Err(Error::invalid_argument(format!(
+                        "delete_range: the end key \"{}\" comes before the start key \"{}\"",
+                        to.escape_ascii(),
+                        from.escape_ascii()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Inserts a batch's records with sequence numbers from `first_seq`.
 pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch, first_seq: u64) {
     let mut writer = mem.writer();
@@ -280,6 +299,7 @@ pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch, first_seq: u64) {
             Ok(BatchRecord::Put(k, v)) => writer.add(seq, crate::key::ValueKind::Value, k, v),
             Ok(BatchRecord::Delete(k)) => writer.add(seq, crate::key::ValueKind::Deletion, k, &[]),
             Ok(BatchRecord::Merge(k, v)) => writer.add(seq, crate::key::ValueKind::Merge, k, v),
+            Ok(BatchRecord::DeleteRange(from, to)) => writer.add_range_deletion(seq, from, to),
             // Batches are validated when built or decoded from a log.
             Err(what) => unreachable!("validated batch is malformed: {what}"),
         }

@@ -6,6 +6,7 @@
 //! record := 1 key:length-prefixed value:length-prefixed     (put)
 //!         | 0 key:length-prefixed                           (delete)
 //!         | 2 key:length-prefixed operand:length-prefixed   (merge)
+//!         | 15 start:length-prefixed end:length-prefixed    (delete_range)
 //! length-prefixed := varint32 len, bytes
 //! ```
 //!
@@ -48,6 +49,8 @@ pub struct WriteBatch {
     oversized: Option<(usize, usize)>,
     /// Holds a merge record.
     has_merge: bool,
+    /// Holds a range deletion.
+    has_range_del: bool,
 }
 
 impl std::fmt::Debug for WriteBatch {
@@ -65,6 +68,7 @@ impl Default for WriteBatch {
             rep: vec![0; BATCH_HEADER_BYTES],
             oversized: None,
             has_merge: false,
+            has_range_del: false,
         }
     }
 }
@@ -78,6 +82,8 @@ pub enum BatchRecord<'a> {
     Delete(&'a [u8]),
     /// Merge `operand` into `key` (see [`Options::set_merge_operator`](crate::Options::set_merge_operator)).
     Merge(&'a [u8], &'a [u8]),
+    /// Remove every key in `[from, to)`.
+    DeleteRange(&'a [u8], &'a [u8]),
 }
 
 impl WriteBatch {
@@ -89,6 +95,7 @@ impl WriteBatch {
             rep,
             oversized: None,
             has_merge: false,
+            has_range_del: false,
         }
     }
 
@@ -123,6 +130,20 @@ impl WriteBatch {
         put_length_prefixed(&mut self.rep, value);
     }
 
+    /// Removes every key in `[from, to)` (half open, under the database's
+    /// comparator), as RocksDB's `DeleteRange`: one record, whatever the
+    /// number of keys. `from == to` deletes nothing; `from` after `to`
+    /// makes the write fail with `InvalidArgument`.
+    pub fn delete_range<K: AsRef<[u8]>>(&mut self, from: K, to: K) {
+        let (from, to) = (from.as_ref(), to.as_ref());
+        self.check_sizes(from.len().max(to.len()), 0);
+        self.set_count(self.len() as u32 + 1);
+        self.has_range_del = true;
+        self.rep.push(ValueKind::RangeDeletion as u8);
+        put_length_prefixed(&mut self.rep, from);
+        put_length_prefixed(&mut self.rep, to);
+    }
+
     fn check_sizes(&mut self, key: usize, value: usize) {
         if (key > KEY_SIZE_BYTES_MAX || value > VALUE_SIZE_BYTES_MAX) && self.oversized.is_none() {
             self.oversized = Some((key, value));
@@ -145,11 +166,17 @@ impl WriteBatch {
         self.rep.resize(BATCH_HEADER_BYTES, 0);
         self.oversized = None;
         self.has_merge = false;
+        self.has_range_del = false;
     }
 
     /// True if the batch holds a merge record.
     pub(crate) fn has_merge(&self) -> bool {
         self.has_merge
+    }
+
+    /// True if the batch holds a range deletion.
+    pub(crate) fn has_range_del(&self) -> bool {
+        self.has_range_del
     }
 
     /// Bytes of the encoding.
@@ -209,6 +236,7 @@ impl WriteBatch {
             self.oversized = other.oversized;
         }
         self.has_merge |= other.has_merge;
+        self.has_range_del |= other.has_range_del;
     }
 
     /// Rebuilds a batch from a log record, checking its whole structure.
@@ -227,6 +255,7 @@ impl WriteBatch {
             rep: record.to_vec(),
             oversized: None,
             has_merge: false,
+            has_range_del: false,
         };
         let corrupt = |what: String| Error::corruption(file, offset, what);
         let mut it = batch.iter();
@@ -234,6 +263,9 @@ impl WriteBatch {
         for r in it.by_ref() {
             let (key, value) = match r.map_err(corrupt)? {
                 BatchRecord::Put(k, v) | BatchRecord::Merge(k, v) => (k, v),
+                // Both bounds are keys.
+                BatchRecord::DeleteRange(k, e) if e.len() > k.len() => (e, &[][..]),
+                BatchRecord::DeleteRange(k, _) => (k, &[][..]),
                 BatchRecord::Delete(k) => (k, &[][..]),
             };
             if key.len() > KEY_SIZE_BYTES_MAX || value.len() > VALUE_SIZE_BYTES_MAX {
@@ -300,6 +332,13 @@ impl<'a> Iterator for BatchIter<'a> {
                         .length_prefixed()
                         .ok_or("batch merge operand runs past the record")?;
                     Ok(BatchRecord::Merge(key, operand))
+                }
+                Some(ValueKind::RangeDeletion) => {
+                    let end = self
+                        .dec
+                        .length_prefixed()
+                        .ok_or("batch range end runs past the record")?;
+                    Ok(BatchRecord::DeleteRange(key, end))
                 }
                 None => Err(format!("unknown batch record tag {tag}")),
             }

@@ -30,11 +30,20 @@ pub enum ValueKind {
     /// A merge operand: combined with the older entries of its key by the
     /// database's merge operator.
     Merge = 2,
+    /// A range deletion: the user key is the range's start, and the value
+    /// its exclusive end. Found only in a table's range-deletion block, in
+    /// a write batch, and (at the largest sequence number) as the upper
+    /// bound of a file whose last covered key is the range's end: that
+    /// bound sorts before every entry of its user key, so the file holds
+    /// none of them. See docs/format/range_del.md.
+    RangeDeletion = 15,
 }
 
 impl ValueKind {
-    /// The kind used to build a seek key: the largest kind, so a seek for
-    /// (key, seq) lands on the first entry with sequence <= seq.
+    /// The kind used to build a seek key: the largest kind of a point
+    /// entry, so a seek for (key, seq) lands on the first entry with
+    /// sequence <= seq. (A file bound of kind `RangeDeletion` at the
+    /// largest sequence number sorts before it: a seek passes that file.)
     pub const FOR_SEEK: ValueKind = ValueKind::Merge;
 
     /// Decodes a kind byte.
@@ -43,6 +52,7 @@ impl ValueKind {
             0 => Some(ValueKind::Deletion),
             1 => Some(ValueKind::Value),
             2 => Some(ValueKind::Merge),
+            15 => Some(ValueKind::RangeDeletion),
             _ => None,
         }
     }

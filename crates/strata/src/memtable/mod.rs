@@ -27,6 +27,9 @@ mod skiplist;
 mod tests;
 
 use crate::db::merge_operator::MergeOperands;
+use crate::range_del::{FragmentedRangeTombstones, RangeTombstone};
+use arc_swap::ArcSwapOption;
+use parking_lot::Mutex;
 use std::cmp::Ordering as CmpOrdering;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -66,6 +69,16 @@ pub struct MemTable {
     first_sequence: AtomicU64,
     /// Largest sequence number added; 0 while empty.
     largest_sequence: AtomicU64,
+    /// Range deletions, as written (RocksDB keeps them in a second
+    /// skiplist; they are few, and reads use the fragmented form below).
+    range_dels: Mutex<Vec<RangeTombstone>>,
+    /// `range_dels.len()`, readable without the lock.
+    num_range_dels: AtomicUsize,
+    /// Bytes held by `range_dels`.
+    range_del_bytes: AtomicUsize,
+    /// The fragmented form of the first `.0` range deletions, rebuilt by
+    /// the first read after one is added.
+    fragmented: ArcSwapOption<(usize, Arc<FragmentedRangeTombstones>)>,
 }
 
 impl MemTable {
@@ -76,7 +89,45 @@ impl MemTable {
             num_deletes: AtomicUsize::new(0),
             first_sequence: AtomicU64::new(u64::MAX),
             largest_sequence: AtomicU64::new(0),
+            range_dels: Mutex::new(Vec::new()),
+            num_range_dels: AtomicUsize::new(0),
+            range_del_bytes: AtomicUsize::new(0),
+            fragmented: ArcSwapOption::empty(),
         }
+    }
+
+    /// The range deletions added so far, fragmented; `None` if there are
+    /// none. Takes a lock only for the first read after a range deletion
+    /// was added. A reader filters by sequence number, so a tombstone of
+    /// a write not yet visible does no harm.
+    pub(crate) fn range_deletions(&self) -> Option<Arc<FragmentedRangeTombstones>> {
+        let n = self.num_range_dels.load(Ordering::Acquire);
+        if n == 0 {
+            return None;
+        }
+        if let Some(cached) = &*self.fragmented.load() {
+            if cached.0 >= n {
+                return Some(cached.1.clone());
+            }
+        }
+        let all = self.range_dels.lock();
+        let list = Arc::new(FragmentedRangeTombstones::new(
+            all.iter(),
+            self.comparator().user_comparator().clone(),
+        ));
+        self.fragmented
+            .store(Some(Arc::new((all.len(), list.clone()))));
+        Some(list)
+    }
+
+    /// A copy of the range deletions as written (for a flush).
+    pub(crate) fn range_deletion_list(&self) -> Vec<RangeTombstone> {
+        self.range_dels.lock().clone()
+    }
+
+    /// Number of range deletions added.
+    pub(crate) fn num_range_deletions(&self) -> usize {
+        self.num_range_dels.load(Ordering::Acquire)
     }
 
     /// The comparator entries are ordered by.
@@ -106,7 +157,17 @@ impl MemTable {
 
     /// The newest version of `user_key` with sequence <= `seq`, or `None` if
     /// the memtable holds no such version.
+    #[cfg(test)]
     pub fn get(&self, user_key: &[u8], seq: SequenceNumber) -> Option<MemTableGet<'_>> {
+        self.get_with_sequence(user_key, seq).map(|(g, _)| g)
+    }
+
+    /// [`MemTable::get`], with the found version's sequence number.
+    pub(crate) fn get_with_sequence(
+        &self,
+        user_key: &[u8],
+        seq: SequenceNumber,
+    ) -> Option<(MemTableGet<'_>, SequenceNumber)> {
         let node = with_seek_key(user_key, seq, |probe| self.list.seek(probe))?;
         let (ikey, value) = decode_entry(node.entry());
         let parsed = parse_internal_key(ikey).expect("memtable entry: bad internal key");
@@ -114,22 +175,25 @@ impl MemTable {
         if user_cmp.compare(parsed.user_key, user_key) != CmpOrdering::Equal {
             return None;
         }
-        Some(match parsed.kind {
+        let found = match parsed.kind {
             ValueKind::Value => MemTableGet::Value(value),
-            ValueKind::Deletion => MemTableGet::Deleted,
             ValueKind::Merge => MemTableGet::Merge,
-        })
+            ValueKind::Deletion | ValueKind::RangeDeletion => MemTableGet::Deleted,
+        };
+        Some((found, parsed.sequence))
     }
 
     /// From the newest version of `user_key` with sequence <= `seq`, pushes
     /// merge operands (newest first) onto `operands` until a value or a
     /// deletion, which it returns (`Some(Some(value))`, `Some(None)`), or
     /// the key's versions here end (`None`). One seek, then the list's
-    /// bottom level.
+    /// bottom level. A version older than `floor` (deleted by a range
+    /// deletion) ends the walk as a deletion would.
     pub(crate) fn collect_operands(
         &self,
         user_key: &[u8],
         seq: SequenceNumber,
+        floor: SequenceNumber,
         operands: &mut MergeOperands,
     ) -> Option<Option<&[u8]>> {
         let mut node = with_seek_key(user_key, seq, |probe| self.list.seek(probe));
@@ -140,9 +204,12 @@ impl MemTable {
             if user_cmp.compare(parsed.user_key, user_key) != CmpOrdering::Equal {
                 return None;
             }
+            if parsed.sequence < floor {
+                return Some(None);
+            }
             match parsed.kind {
                 ValueKind::Value => return Some(Some(value)),
-                ValueKind::Deletion => return Some(None),
+                ValueKind::Deletion | ValueKind::RangeDeletion => return Some(None),
                 ValueKind::Merge => operands.push(value),
             }
             node = n.next();
@@ -158,7 +225,7 @@ impl MemTable {
 
     /// Bytes of memory held, including allocation slack. Cheap; any thread.
     pub fn approximate_memory_usage(&self) -> usize {
-        self.list.memory_usage()
+        self.list.memory_usage() + self.range_del_bytes.load(Ordering::Relaxed)
     }
 
     /// Number of entries (values and deletions).
@@ -174,7 +241,7 @@ impl MemTable {
 
     /// True if nothing was added.
     pub fn is_empty(&self) -> bool {
-        self.num_entries() == 0
+        self.num_entries() == 0 && self.num_range_deletions() == 0
     }
 
     /// The smallest sequence number added, if any.
@@ -227,6 +294,29 @@ impl MemTableWriter<'_> {
         self.deletes += usize::from(kind == ValueKind::Deletion);
         self.min_seq = self.min_seq.min(seq);
         self.max_seq = self.max_seq.max(seq);
+    }
+
+    /// Adds the range deletion `[start, end)` at `seq` (an empty range is
+    /// left out: it deletes nothing).
+    pub(crate) fn add_range_deletion(&mut self, seq: SequenceNumber, start: &[u8], end: &[u8]) {
+        assert!(seq <= MAX_SEQUENCE_NUMBER, "sequence {seq} too large");
+        self.min_seq = self.min_seq.min(seq);
+        self.max_seq = self.max_seq.max(seq);
+        let ucmp = self.mem.comparator().user_comparator();
+        if ucmp.compare(start, end) != CmpOrdering::Less {
+            return;
+        }
+        let mem = self.mem;
+        let mut all = mem.range_dels.lock();
+        all.push(RangeTombstone {
+            start: start.to_vec(),
+            end: end.to_vec(),
+            seq,
+        });
+        mem.range_del_bytes
+            .fetch_add(start.len() + end.len() + 64, Ordering::Relaxed);
+        // Release: a reader that counts it finds it under the lock.
+        mem.num_range_dels.store(all.len(), Ordering::Release);
     }
 }
 

@@ -37,7 +37,7 @@ fn model_get<'a>(model: &'a Model, user_key: &[u8], seq: u64) -> Option<MemTable
     let ((k, _), (kind, v)) = model.range(from..).next()?;
     (k == user_key).then_some(match kind {
         ValueKind::Value => MemTableGet::Value(v),
-        ValueKind::Deletion => MemTableGet::Deleted,
+        ValueKind::Deletion | ValueKind::RangeDeletion => MemTableGet::Deleted,
         ValueKind::Merge => MemTableGet::Merge,
     })
 }

@@ -15,13 +15,14 @@ use super::format::{read_block, BlockHandle};
 use super::packed::PackedTableReader;
 use super::{
     MetaPlacement, Table, TableOpenOptions, TableProperties, TableReader, FILTER_BLOCK_NAME,
-    PROPERTIES_BLOCK_NAME,
+    PROPERTIES_BLOCK_NAME, RANGE_DEL_BLOCK_NAME,
 };
 
 /// One block (block-based tables) or section (packed tables) of a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TablePart {
-    /// `data`, `filter`, `index`, `properties`, `metaindex`, `footer`; or
+    /// `data`, `filter`, `range_del`, `index`, `properties`, `metaindex`,
+    /// `footer`; or
     /// a packed section's name.
     pub kind: String,
     /// Offset of its first byte.
@@ -148,6 +149,7 @@ fn describe_block(t: &TableReader, file: Arc<dyn RandomAccessFile>) -> Result<Ta
             let kind = match it.key() {
                 k if k == FILTER_BLOCK_NAME.as_bytes() => "filter",
                 k if k == PROPERTIES_BLOCK_NAME.as_bytes() => "properties",
+                k if k == RANGE_DEL_BLOCK_NAME.as_bytes() => "range_del",
                 _ => "meta",
             };
             parts.push(part(kind, h, false)?);

@@ -49,6 +49,8 @@ pub use table_reader::{TableEntry, TableReader};
 pub const FILTER_BLOCK_NAME: &str = "filter.strata.bloom.v1";
 /// Metaindex name of the properties block.
 pub const PROPERTIES_BLOCK_NAME: &str = "strata.properties";
+/// Metaindex name of the range-deletion block (docs/format/range_del.md).
+pub const RANGE_DEL_BLOCK_NAME: &str = "strata.range_del";
 
 /// How tables are written (and, for the comparator, read).
 #[derive(Clone)]

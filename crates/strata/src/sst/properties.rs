@@ -29,6 +29,9 @@ pub struct TableProperties {
     pub num_deletions: u64,
     /// Merge operand entries.
     pub num_merge_operands: u64,
+    /// Range deletions in the range-deletion block (fragments, one per
+    /// sequence number).
+    pub num_range_deletions: u64,
     /// Name of the merge operator of the database that wrote the table;
     /// empty when it had none.
     pub merge_operator: String,
@@ -141,6 +144,9 @@ impl TableProperties {
         if self.num_merge_operands > 0 {
             int("num.merge.operands", self.num_merge_operands);
         }
+        if self.num_range_deletions > 0 {
+            int("num.range.deletions", self.num_range_deletions);
+        }
         int("num.data.blocks", self.num_data_blocks);
         int(
             "num.data.blocks.with.hash.index",
@@ -229,6 +235,7 @@ impl TableProperties {
                 "strata.num.entries" => p.num_entries = int()?,
                 "strata.num.deletions" => p.num_deletions = int()?,
                 "strata.num.merge.operands" => p.num_merge_operands = int()?,
+                "strata.num.range.deletions" => p.num_range_deletions = int()?,
                 "strata.merge.operator" => p.merge_operator = text()?,
                 "strata.num.data.blocks" => p.num_data_blocks = int()?,
                 "strata.num.data.blocks.with.hash.index" => {
@@ -302,6 +309,7 @@ mod tests {
             num_entries: 10,
             num_deletions: 2,
             num_merge_operands: 1,
+            num_range_deletions: 3,
             merge_operator: "add".into(),
             num_data_blocks: 3,
             raw_key_size: 100,

@@ -23,6 +23,9 @@ use super::{
 /// kind and value (a slice of a block or of the mapping).
 #[derive(Debug)]
 pub(crate) struct Found {
+    /// The entry's sequence number (0 for a packed table's entry read
+    /// without its tag: see `need_sequence`).
+    pub(crate) sequence: crate::key::SequenceNumber,
     pub(crate) kind: ValueKind,
     pub(crate) value: Bytes,
 }
@@ -30,6 +33,7 @@ pub(crate) struct Found {
 impl From<TableEntry> for Found {
     fn from(e: TableEntry) -> Found {
         Found {
+            sequence: e.sequence,
             kind: e.kind,
             value: e.value,
         }
@@ -84,6 +88,15 @@ impl Table {
         )?)))
     }
 
+    /// The table's range deletions, as its range-deletion block holds
+    /// them (read and checked at open).
+    pub(crate) fn range_deletions(&self) -> &[crate::range_del::RangeTombstone] {
+        match self {
+            Table::Block(t) => t.range_deletions(),
+            Table::Packed(_) => &[],
+        }
+    }
+
     /// The table's properties.
     pub(crate) fn properties(&self) -> &TableProperties {
         match self {
@@ -93,18 +106,26 @@ impl Table {
     }
 
     /// See [`TableReader::get_opt`]; only what a database read needs.
+    /// A packed table reads the entry's sequence number only if
+    /// `need_sequence` (a range deletion may hide it).
     #[inline]
     pub(crate) fn get_opt(
         &self,
         lookup: &[u8],
         hash: u64,
         fill_cache: bool,
+        need_sequence: bool,
     ) -> Result<Option<Found>> {
         match self {
             Table::Block(t) => Ok(t.get_opt(lookup, hash, fill_cache)?.map(Found::from)),
-            Table::Packed(t) => Ok(t
-                .get_value(lookup)?
-                .map(|(kind, value)| Found { kind, value })),
+            Table::Packed(t) => {
+                Ok(t.get_value(lookup, need_sequence)?
+                    .map(|(sequence, kind, value)| Found {
+                        sequence,
+                        kind,
+                        value,
+                    }))
+            }
         }
     }
 
@@ -113,6 +134,7 @@ impl Table {
         &self,
         probes: &[TableProbe<'_>],
         fill_cache: bool,
+        need_sequence: bool,
         answer: &mut dyn FnMut(usize, Result<Found>),
     ) {
         match self {
@@ -122,8 +144,15 @@ impl Table {
             // A lookup is a few integer operations: nothing to batch.
             Table::Packed(t) => {
                 for (i, p) in probes.iter().enumerate() {
-                    match t.get_value(p.lookup) {
-                        Ok(Some((kind, value))) => answer(i, Ok(Found { kind, value })),
+                    match t.get_value(p.lookup, need_sequence) {
+                        Ok(Some((sequence, kind, value))) => answer(
+                            i,
+                            Ok(Found {
+                                sequence,
+                                kind,
+                                value,
+                            }),
+                        ),
                         Ok(None) => {}
                         Err(e) => answer(i, Err(e)),
                     }
@@ -259,6 +288,17 @@ impl TableWriter {
         match self {
             TableWriter::Block(b) => b.add(ikey, value),
             TableWriter::Packed(b) => b.add(ikey, value),
+        }
+    }
+
+    /// See [`TableBuilder::add_range_deletion`]; packed tables have no
+    /// range-deletion block (`NotSupported`).
+    pub(crate) fn add_range_deletion(&mut self, t: crate::range_del::RangeTombstone) -> Result<()> {
+        match self {
+            TableWriter::Block(b) => b.add_range_deletion(t),
+            TableWriter::Packed(_) => Err(crate::error::Error::NotSupported(
+                "packed tables hold no range deletions".into(),
+            )),
         }
     }
 

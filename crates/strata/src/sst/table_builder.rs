@@ -20,7 +20,9 @@ use super::format::{put_block_trailer, BlockHandle, Footer, BLOCK_TRAILER_BYTES,
 use super::index::encode_index_value;
 use super::{
     DataBlockIndexType, TableOptions, TableProperties, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME,
+    RANGE_DEL_BLOCK_NAME,
 };
+use crate::range_del::{self, RangeTombstone};
 
 /// Builds one table file.
 pub struct TableBuilder {
@@ -44,6 +46,8 @@ pub struct TableBuilder {
     props: TableProperties,
     compressed: Vec<u8>,
     scratch: Vec<u8>,
+    /// Range deletions for the range-deletion block, in its order.
+    range_dels: Vec<RangeTombstone>,
     finished: bool,
 }
 
@@ -128,6 +132,7 @@ impl TableBuilder {
             props,
             compressed: Vec::new(),
             scratch: Vec::new(),
+            range_dels: Vec::new(),
             finished: false,
         })
     }
@@ -205,6 +210,11 @@ impl TableBuilder {
             ValueKind::Deletion => self.props.num_deletions += 1,
             ValueKind::Merge => self.props.num_merge_operands += 1,
             ValueKind::Value => {}
+            ValueKind::RangeDeletion => {
+                return Err(Error::invalid_argument(
+                    "TableBuilder::add: range deletions go through add_range_deletion",
+                ))
+            }
         }
         self.props.raw_key_size += ikey.len() as u64;
         self.props.raw_value_size += value.len() as u64;
@@ -214,6 +224,41 @@ impl TableBuilder {
         if self.data_block.current_size_estimate() >= self.opts.block_size {
             self.flush_data_block()?;
         }
+        Ok(())
+    }
+
+    /// Adds a range deletion `[start, end)` at `seq` to the table's
+    /// range-deletion block. Deletions come in the block's order (start
+    /// ascending, then sequence descending), may be added at any time
+    /// before `finish`, and widen the table's bounds to their range.
+    pub(crate) fn add_range_deletion(&mut self, t: RangeTombstone) -> Result<()> {
+        if self.finished {
+            return Err(Error::invalid_argument(
+                "TableBuilder::add_range_deletion after finish",
+            ));
+        }
+        if t.start.len() > KEY_SIZE_BYTES_MAX || t.end.len() > KEY_SIZE_BYTES_MAX {
+            return Err(Error::invalid_argument(
+                "range deletion bound exceeds the key size limit",
+            ));
+        }
+        let ucmp = self.icmp.user_comparator();
+        if ucmp.compare(&t.start, &t.end) != Ordering::Less {
+            return Err(Error::invalid_argument(
+                "TableBuilder::add_range_deletion: empty or reversed range",
+            ));
+        }
+        if let Some(last) = self.range_dels.last() {
+            let order = ucmp
+                .compare(&last.start, &t.start)
+                .then_with(|| t.seq.cmp(&last.seq));
+            if order != Ordering::Less {
+                return Err(Error::invalid_argument(
+                    "TableBuilder::add_range_deletion: deletions out of order",
+                ));
+            }
+        }
+        self.range_dels.push(t);
         Ok(())
     }
 
@@ -296,10 +341,29 @@ impl TableBuilder {
             self.props.filter_size = handle.size + BLOCK_TRAILER_BYTES as u64;
             meta.push((FILTER_BLOCK_NAME, handle));
         }
+        self.props.largest_key = self.last_key.clone();
+        if !self.range_dels.is_empty() {
+            let bytes = range_del::encode_block(&self.range_dels);
+            let handle = self.write_block(&bytes, CompressionType::None)?;
+            meta.push((RANGE_DEL_BLOCK_NAME, handle));
+            self.props.num_range_deletions = self.range_dels.len() as u64;
+            // The table's bounds cover its ranges too.
+            let (lo, hi) = range_del::bounds(&self.range_dels, &**self.icmp.user_comparator())
+                .expect("range deletions present");
+            if self.props.num_entries == 0
+                || self.icmp.compare(lo.encoded(), &self.props.smallest_key) == Ordering::Less
+            {
+                self.props.smallest_key = lo.encoded().to_vec();
+            }
+            if self.props.num_entries == 0
+                || self.icmp.compare(hi.encoded(), &self.props.largest_key) == Ordering::Greater
+            {
+                self.props.largest_key = hi.encoded().to_vec();
+            }
+        }
         let mut index = std::mem::replace(&mut self.index_block, BlockBuilder::new(1));
         let index_handle = self.write_block(index.finish(), CompressionType::None)?;
         self.props.index_size = index_handle.size + BLOCK_TRAILER_BYTES as u64;
-        self.props.largest_key = self.last_key.clone();
         self.props.creation_time = TableProperties::now_secs();
         let props = self.props.encode();
         let props_handle = self.write_block(&props, CompressionType::None)?;

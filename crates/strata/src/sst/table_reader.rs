@@ -28,7 +28,10 @@ use super::format::{read_block, BlockHandle, Footer, FOOTER_BYTES};
 use super::index::IndexValue;
 use super::index_array::IndexArray;
 use super::readahead::Readahead;
-use super::{TableIterator, TableProperties, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME};
+use super::{
+    TableIterator, TableProperties, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME, RANGE_DEL_BLOCK_NAME,
+};
+use crate::range_del::{self, RangeTombstone};
 
 mod meta;
 mod multi_get;
@@ -67,6 +70,8 @@ pub struct TableReader {
     /// prefixes and its index entries its single-prefix properties.
     prefix_filter: Option<Arc<SliceTransform>>,
     props: TableProperties,
+    /// The range-deletion block's contents.
+    range_dels: Vec<RangeTombstone>,
     /// The block cache and this reader's key space in it.
     cache: Option<(Arc<BlockCache>, u64)>,
 }
@@ -140,6 +145,7 @@ impl TableReader {
         )?;
         let mut props_handle = None;
         let mut filter_handle = None;
+        let mut range_del_handle = None;
         let mut it = metaindex.iter(Arc::new(BytewiseComparator));
         it.seek_to_first();
         while it.valid() {
@@ -156,6 +162,7 @@ impl TableReader {
             match it.key() {
                 k if k == PROPERTIES_BLOCK_NAME.as_bytes() => props_handle = Some(handle),
                 k if k == FILTER_BLOCK_NAME.as_bytes() => filter_handle = Some(handle),
+                k if k == RANGE_DEL_BLOCK_NAME.as_bytes() => range_del_handle = Some(handle),
                 _ => {}
             }
             it.next();
@@ -175,6 +182,13 @@ impl TableReader {
         )?;
         let props = TableProperties::decode(&props_block)?;
         props.check_comparator(&name, &*comparator)?;
+        let range_dels = match range_del_handle {
+            Some(h) => {
+                let block = Block::new(read_block(&*file, &name, h)?, name.clone(), h.offset)?;
+                range_del::decode_block(&block, &comparator, &name, h.offset)?
+            }
+            None => Vec::new(),
+        };
         let cache = cache.map(|c| (c, next_cache_id()));
         let filter = match filter_handle {
             Some(h) => {
@@ -225,8 +239,14 @@ impl TableReader {
             filter,
             prefix_filter,
             props,
+            range_dels,
             cache,
         })
+    }
+
+    /// The table's range deletions.
+    pub(crate) fn range_deletions(&self) -> &[RangeTombstone] {
+        &self.range_dels
     }
 
     /// The table's properties.

@@ -559,7 +559,7 @@ fn versioned_entries(rng: &mut StdRng, n: usize, max_versions: u64) -> Entries {
                 ValueKind::Value
             };
             let value: Vec<u8> = match kind {
-                ValueKind::Deletion => vec![],
+                ValueKind::Deletion | ValueKind::RangeDeletion => vec![],
                 ValueKind::Value | ValueKind::Merge => {
                     (0..rng.gen_range(0..60)).map(|_| rng.gen()).collect()
                 }

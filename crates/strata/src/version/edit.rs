@@ -13,6 +13,7 @@
 //!   100 new_file          level: varint32, number: varint64, file_size: varint64,
 //!                         smallest, largest: varint64 length + internal key,
 //!                         smallest_seqno: varint64, largest_seqno: varint64
+//!   101 new_file          as 100, for a table holding range deletions
 //! ```
 //!
 //! The decoder trusts nothing: every length is checked against the record,
@@ -23,7 +24,7 @@ use std::collections::BTreeSet;
 
 use super::format::{
     TAG_COMPARATOR, TAG_DELETED_FILE, TAG_LAST_SEQUENCE, TAG_LOG_NUMBER, TAG_MERGE_OPERATOR,
-    TAG_NEW_FILE, TAG_NEXT_FILE_NUMBER,
+    TAG_NEW_FILE, TAG_NEW_FILE_WITH_RANGE_DELETIONS, TAG_NEXT_FILE_NUMBER,
 };
 use super::NUM_LEVELS;
 use crate::error::{Error, Result};
@@ -47,6 +48,9 @@ pub struct NewFile {
     pub smallest_seqno: u64,
     /// Largest sequence number in the file.
     pub largest_seqno: u64,
+    /// The table holds range deletions (recorded with tag 101 instead of
+    /// 100, so that reads know which tables to ask without opening all).
+    pub has_range_deletions: bool,
 }
 
 /// A change to a version: files deleted and added, and new values of the
@@ -115,6 +119,7 @@ impl VersionEdit {
                 largest,
                 smallest_seqno,
                 largest_seqno,
+                has_range_deletions: false,
             },
         );
     }
@@ -206,7 +211,12 @@ impl VersionEdit {
             put_varint64(dst, number);
         }
         for (level, f) in &self.new_files {
-            put_varint32(dst, TAG_NEW_FILE);
+            let tag = if f.has_range_deletions {
+                TAG_NEW_FILE_WITH_RANGE_DELETIONS
+            } else {
+                TAG_NEW_FILE
+            };
+            put_varint32(dst, tag);
             put_varint32(dst, level_u32(*level));
             put_varint64(dst, f.number);
             put_varint64(dst, f.file_size);
@@ -260,9 +270,10 @@ impl VersionEdit {
                     let number = r.varint64("file number")?;
                     edit.deleted_files.insert((level, number));
                 }
-                TAG_NEW_FILE => {
+                TAG_NEW_FILE | TAG_NEW_FILE_WITH_RANGE_DELETIONS => {
                     let level = r.level()?;
-                    let file = r.new_file()?;
+                    let mut file = r.new_file()?;
+                    file.has_range_deletions = r.tag == TAG_NEW_FILE_WITH_RANGE_DELETIONS;
                     edit.new_files.push((level, file));
                 }
                 _ => return Err(r.error("unknown tag")),
@@ -354,6 +365,7 @@ impl FieldReader<'_> {
             largest,
             smallest_seqno,
             largest_seqno,
+            has_range_deletions: false,
         })
     }
 }
@@ -492,8 +504,9 @@ mod tests {
             arb_key(),
             0..=MAX_SEQUENCE_NUMBER,
             0..=MAX_SEQUENCE_NUMBER,
+            any::<bool>(),
         )
-            .prop_map(|(level, number, file_size, smallest, largest, a, b)| {
+            .prop_map(|(level, number, file_size, smallest, largest, a, b, rd)| {
                 let file = NewFile {
                     number,
                     file_size,
@@ -501,6 +514,7 @@ mod tests {
                     largest,
                     smallest_seqno: a.min(b),
                     largest_seqno: a.max(b),
+                    has_range_deletions: rd,
                 };
                 (level, file)
             })

@@ -24,6 +24,8 @@ pub struct FileMetaData {
     pub smallest_seqno: u64,
     /// Largest sequence number of any entry in the file.
     pub largest_seqno: u64,
+    /// The table holds range deletions.
+    pub has_range_deletions: bool,
     /// Set while a compaction has the file as an input, so no second
     /// compaction picks it. Not persisted.
     pub being_compacted: AtomicBool,
@@ -51,6 +53,7 @@ impl FileMetaData {
             largest,
             smallest_seqno,
             largest_seqno,
+            has_range_deletions: false,
             being_compacted: AtomicBool::new(false),
             reader: OnceLock::new(),
         }
@@ -65,19 +68,22 @@ impl FileMetaData {
             largest: self.largest.clone(),
             smallest_seqno: self.smallest_seqno,
             largest_seqno: self.largest_seqno,
+            has_range_deletions: self.has_range_deletions,
         }
     }
 }
 
 impl From<&NewFile> for FileMetaData {
     fn from(f: &NewFile) -> FileMetaData {
-        FileMetaData::new(
+        let mut m = FileMetaData::new(
             f.number,
             f.file_size,
             f.smallest.clone(),
             f.largest.clone(),
             f.smallest_seqno,
             f.largest_seqno,
-        )
+        );
+        m.has_range_deletions = f.has_range_deletions;
+        m
     }
 }

@@ -23,3 +23,7 @@ pub(super) const TAG_MERGE_OPERATOR: u32 = 20;
 /// length-prefixed internal keys, smallest_seqno, largest_seqno: varint64`
 /// (RocksDB's `kNewFile2`).
 pub(super) const TAG_NEW_FILE: u32 = 100;
+/// As [`TAG_NEW_FILE`], for a table holding range deletions (Strata's
+/// own; a reader that does not know it stops on it as corruption rather
+/// than miss the deletions).
+pub(super) const TAG_NEW_FILE_WITH_RANGE_DELETIONS: u32 = 101;

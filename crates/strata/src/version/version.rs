@@ -54,6 +54,9 @@ pub struct Version {
     /// The most level-0 files that hold any one key (see
     /// [`level0_depth`](Self::level0_depth)).
     level0_depth: usize,
+    /// The range deletions of every table, fragmented: built by the first
+    /// read that needs them (`DbInner::version_range_deletions`).
+    pub(crate) range_dels: std::sync::OnceLock<Arc<crate::range_del::FragmentedRangeTombstones>>,
 }
 
 impl Version {
@@ -72,6 +75,7 @@ impl Version {
             files,
             largest_prefixes,
             level0_depth: 0,
+            range_dels: std::sync::OnceLock::new(),
         }
     }
 

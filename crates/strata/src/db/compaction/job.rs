@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::iter::merging::MergingIterator;
 use crate::iter::InternalIterator;
 use crate::key::{pack_trailer, parse_internal_key, Comparator, SequenceNumber, ValueKind};
+use crate::range_del::{self, CoveredFilter, FragmentedRangeTombstones};
 use crate::version::{NewFile, Version, VersionEdit, NUM_LEVELS};
 
 use super::super::inner::{DbInner, DbState};
@@ -133,12 +134,11 @@ impl DbInner {
     }
 
     /// Checks the level invariants of the current version: levels 1 and
-    /// deeper sorted and non-overlapping (by user key), every file in one
+    /// deeper sorted and non-overlapping (by internal key), every file in one
     /// place only, every file present on disk.
     #[cfg(feature = "invariants")]
     pub(crate) fn check_invariants(&self, st: &DbState) {
         let v = st.versions.current();
-        let ucmp = &*self.user_cmp;
         let mut seen = std::collections::HashSet::new();
         for level in 0..NUM_LEVELS {
             for f in v.files(level) {
@@ -153,8 +153,12 @@ impl DbInner {
             }
             if level > 0 {
                 for w in v.files(level).windows(2) {
+                    // Internal keys: a file whose last range deletion
+                    // ends at the next file's first user key ends with a
+                    // bound that sorts before that key's entries.
                     assert_eq!(
-                        ucmp.compare(w[0].largest.user_key(), w[1].smallest.user_key()),
+                        self.icmp
+                            .compare(w[0].largest.encoded(), w[1].smallest.encoded()),
                         CmpOrdering::Less,
                         "L{level} files {} and {} overlap or are out of order",
                         w[0].number,
@@ -358,7 +362,12 @@ impl Job<'_> {
             children.push(Box::new(reader.iter_opt(false)));
         }
         let icmp: Arc<dyn Comparator> = Arc::new(db.icmp.clone());
-        let mut it = MergingIterator::new(icmp, children);
+        let range_dels = self.range_deletions(out)?;
+        let mut it = CoveredFilter::new(
+            MergingIterator::new(icmp, children),
+            range_dels,
+            self.snapshots.clone(),
+        );
         it.seek_to_first();
         let ucmp = &*db.user_cmp;
         let target = db.opts.target_file_size(self.c.output_level);
@@ -420,7 +429,7 @@ impl Job<'_> {
                 // Cut only between user keys, so no user key spans two files.
                 let stop = grandparents.should_stop_before(p.user_key, ucmp);
                 let size = out.current_size();
-                let source = Some(rank(it.current_child()));
+                let source = Some(rank(it.inner().current_child()));
                 let prev = size.map(|_| current_user_key.as_slice());
                 let cut = cutter.should_cut(prev, p.user_key, size.unwrap_or(0), source);
                 if size.is_some_and(|size| cut || stop || size >= target) {
@@ -482,6 +491,50 @@ impl Job<'_> {
 }
 
 impl Job<'_> {
+    /// The inputs' range deletions, fragmented: given to `out` as they are
+    /// to be written (per snapshot stripe the newest only; none where no
+    /// snapshot needs them and no level below the output holds their
+    /// range), and returned whole, to hide the entries they delete.
+    fn range_deletions<F: FnMut() -> u64>(
+        &self,
+        out: &mut TableOutputs<'_, F>,
+    ) -> Result<Option<Arc<FragmentedRangeTombstones>>> {
+        let db = self.db;
+        let mut all = Vec::new();
+        for (i, inputs) in self.c.inputs.iter().enumerate() {
+            let level = if i == 0 {
+                self.c.level
+            } else {
+                self.c.output_level
+            };
+            for f in inputs.iter().filter(|f| f.has_range_deletions) {
+                let table = db.table_cache.get_for(f, level)?;
+                all.extend_from_slice(table.range_deletions());
+            }
+        }
+        if all.is_empty() {
+            return Ok(None);
+        }
+        let list = Arc::new(FragmentedRangeTombstones::new(&all, db.user_cmp.clone()));
+        let ucmp = &*db.user_cmp;
+        let version = &self.c.version;
+        let earliest = self
+            .snapshots
+            .first()
+            .copied()
+            .unwrap_or(SequenceNumber::MAX);
+        let kept = range_del::compact_fragments(&list, &self.snapshots, |f, seq| {
+            seq <= earliest
+                && (self.c.output_level + 1..NUM_LEVELS).all(|level| {
+                    version
+                        .overlapping_files(level, Some(&f.start), Some(&f.end), ucmp)
+                        .is_empty()
+                })
+        });
+        out.set_range_deletions(kept);
+        Ok(Some(list))
+    }
+
     /// [`merge_operator::fold_operands`] for this compaction: a run ending
     /// without a base is fully merged when nothing older of the key can
     /// exist (its last entry in the inputs, and no level below the output
@@ -489,7 +542,7 @@ impl Job<'_> {
     /// value would.
     fn fold_operands(
         &self,
-        it: &mut MergingIterator,
+        it: &mut CoveredFilter<MergingIterator>,
         user_key: &[u8],
         stripe: usize,
         bottommost: bool,

@@ -483,13 +483,17 @@ impl PackedTableReader {
     /// tag is not read at all (a get then touches the file once, for the
     /// value).
     #[inline]
-    pub(crate) fn get_value(&self, lookup: &[u8]) -> Result<Option<(ValueKind, Bytes)>> {
-        let Some((e, t)) = self.find_entry(lookup, false)? else {
+    pub(crate) fn get_value(
+        &self,
+        lookup: &[u8],
+        need_sequence: bool,
+    ) -> Result<Option<(SequenceNumber, ValueKind, Bytes)>> {
+        let Some((e, t)) = self.find_entry(lookup, need_sequence)? else {
             return Ok(None);
         };
         let (a, b) = self.value_range(e)?;
         let kind = ValueKind::from_byte(t as u8).unwrap_or(ValueKind::Value);
-        Ok(Some((kind, self.values.slice(a..b))))
+        Ok(Some((t >> 8, kind, self.values.slice(a..b))))
     }
 
     /// The entry a lookup finds and its trailer (read unless `!need_tag`

@@ -171,12 +171,21 @@ fn check_against_model(
                 .map(|e| (e.sequence, e.kind, e.value.to_vec()));
             assert_eq!(got, want, "get {user:?} at {seq}");
             // The database's read (which may skip the tag) agrees.
-            let value = t.get_value(&lookup).unwrap().map(|(k, v)| (k, v.to_vec()));
+            let value = t
+                .get_value(&lookup, false)
+                .unwrap()
+                .map(|(_, k, v)| (k, v.to_vec()));
             assert_eq!(
                 value,
                 want.clone().map(|(_, k, v)| (k, v)),
                 "get_value {user:?} at {seq}"
             );
+            // With the tag read, the sequence number is the entry's.
+            let with_seq = t
+                .get_value(&lookup, true)
+                .unwrap()
+                .map(|(s, k, v)| (s, k, v.to_vec()));
+            assert_eq!(with_seq, want.clone(), "get_value+seq {user:?} at {seq}");
             let i = entries.partition_point(|(k, _)| icmp.compare(k, &lookup).is_lt());
             it.seek(&lookup);
             match entries.get(i) {
@@ -242,8 +251,10 @@ fn single_values_with_sequence_numbers_skip_tags_only_when_visible() {
     for (i, seq) in [(10u64, 800u64), (250, 800), (299, 701), (299, 700)] {
         let user = i.to_be_bytes();
         let want = model_get(&entries, &icmp, &user, seq).map(|(_, k, v)| (k, v));
-        let got = t.get_value(&ikey(&user, seq, ValueKind::FOR_SEEK)).unwrap();
-        assert_eq!(got.map(|(k, v)| (k, v.to_vec())), want, "{i} at {seq}");
+        let got = t
+            .get_value(&ikey(&user, seq, ValueKind::FOR_SEEK), false)
+            .unwrap();
+        assert_eq!(got.map(|(_, k, v)| (k, v.to_vec())), want, "{i} at {seq}");
     }
 }
 
