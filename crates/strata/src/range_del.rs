@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{parse_internal_key, Comparator, InternalKey, SequenceNumber, ValueKind};
+use crate::limits::KEY_SIZE_BYTES_MAX;
 use crate::sst::block::{Block, BlockBuilder};
 use crate::util::coding::put_fixed64;
 
@@ -390,6 +391,13 @@ pub(crate) fn decode_block(
             .ok_or_else(|| {
                 Error::corruption(file, offset, "range-deletion block holds a malformed key")
             })?;
+        if p.user_key.len() > KEY_SIZE_BYTES_MAX || it.value().len() > KEY_SIZE_BYTES_MAX {
+            return Err(Error::corruption(
+                file,
+                offset,
+                "range-deletion block holds a bound over the key size limit",
+            ));
+        }
         if ucmp.compare(p.user_key, it.value()) != Ordering::Less {
             return Err(Error::corruption(
                 file,

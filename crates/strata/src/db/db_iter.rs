@@ -24,7 +24,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, PrefixRun};
 use crate::key::{
-    extract_user_key, parse_internal_key, Comparator, ParsedInternalKey, SequenceNumber,
+    extract_user_key, parse_entry_key, Comparator, ParsedInternalKey, SequenceNumber,
     SliceTransform, ValueKind, MAX_SEQUENCE_NUMBER,
 };
 use crate::util::coding::put_fixed64;
@@ -115,7 +115,7 @@ fn build_internal_key(dst: &mut Vec<u8>, user_key: &[u8], seq: SequenceNumber, k
 }
 
 fn parse(ikey: &[u8]) -> Result<ParsedInternalKey<'_>> {
-    parse_internal_key(ikey).ok_or_else(|| {
+    parse_entry_key(ikey).ok_or_else(|| {
         let shown = &ikey[..ikey.len().min(QUOTED_KEY_BYTES_MAX)];
         Error::corruption(
             "(db iterator)",
@@ -1240,10 +1240,18 @@ mod tests {
 
     #[test]
     fn malformed_internal_key_is_corruption_both_ways() {
+        // No such kind; and a range deletion's kind, which no point entry
+        // has (it must not read as a deletion).
+        for kind in [9, ValueKind::RangeDeletion as u8] {
+            malformed_kind_is_corruption_both_ways(kind);
+        }
+    }
+
+    fn malformed_kind_is_corruption_both_ways(kind: u8) {
         let v = |k: &str, seq| (ikey(k.as_bytes(), seq, ValueKind::Value), b"x".to_vec());
         let mut bad = ikey(b"b", 3, ValueKind::Value);
         let kind_at = bad.len() - 8;
-        bad[kind_at] = 9; // no such kind
+        bad[kind_at] = kind;
         let entries = vec![v("a", 1), (bad, Vec::new()), v("c", 2), v("d", 2)];
 
         let (inner, user) = bytewise_inner(entries.clone());

@@ -8,7 +8,7 @@ use parking_lot::MutexGuard;
 
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
-use crate::key::{parse_internal_key, SequenceNumber, ValueKind};
+use crate::key::{parse_entry_key, SequenceNumber, ValueKind};
 use crate::range_del::{self, CoveredFilter, FragmentedRangeTombstones, RangeTombstone};
 use crate::version::{NewFile, Version, VersionEdit};
 
@@ -164,7 +164,7 @@ impl DbInner {
         let mut prev_user_key: Vec<u8> = Vec::new();
         while it.valid() {
             let key = it.key();
-            let p = parse_internal_key(key)
+            let p = parse_entry_key(key)
                 .ok_or_else(|| Error::corruption("memtable", 0, "malformed internal key"))?;
             let size = out.current_size();
             if size.is_none() || ucmp.compare(&prev_user_key, p.user_key).is_ne() {
@@ -220,7 +220,7 @@ impl DbInner {
         }
         let result = (|| {
             while it.valid() {
-                let p = parse_internal_key(it.key()).ok_or_else(|| {
+                let p = parse_entry_key(it.key()).ok_or_else(|| {
                     Error::corruption("recovered memtable", 0, "malformed internal key")
                 })?;
                 out.add(it.key(), it.value(), p.sequence)?;

@@ -23,7 +23,8 @@ use crate::env::WritableFile;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{
-    extract_user_key, parse_internal_key, Comparator, InternalKey, SequenceNumber, ValueKind,
+    extract_user_key, parse_entry_key, parse_internal_key, Comparator, InternalKey, SequenceNumber,
+    ValueKind,
 };
 use crate::sst::{TableBuilder, TableOpenOptions};
 use crate::version::VersionEdit;
@@ -353,7 +354,7 @@ impl DbInner {
             it.seek_to_first();
             let mut key = Vec::new();
             while it.valid() {
-                let p = parse_internal_key(it.key()).ok_or_else(|| {
+                let p = parse_entry_key(it.key()).ok_or_else(|| {
                     Error::corruption("external table", 0, "malformed internal key")
                 })?;
                 if p.kind == ValueKind::Merge && self.opts.merge_operator.is_none() {
@@ -387,7 +388,7 @@ fn external_range(
     let mut first: Option<InternalKey> = None;
     let mut last: Option<Vec<u8>> = None;
     while it.valid() {
-        let p = parse_internal_key(it.key()).ok_or_else(|| bad("malformed key"))?;
+        let p = parse_entry_key(it.key()).ok_or_else(|| bad("malformed key"))?;
         if p.sequence != 0 {
             return Err(bad(
                 "entries carry sequence numbers: not a file SstFileWriter made",

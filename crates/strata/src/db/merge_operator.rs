@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
-use crate::key::{pack_trailer, parse_internal_key, Comparator, SequenceNumber, ValueKind};
+use crate::key::{pack_trailer, parse_entry_key, Comparator, SequenceNumber, ValueKind};
 
 /// A merge function: `(key, existing value, operands oldest first)` to the
 /// merged value, or `None` when the operands cannot be merged (the read or
@@ -247,7 +247,7 @@ pub(crate) fn fold_operands(
     zero_sequence: bool,
 ) -> Result<Folded> {
     let malformed = || Error::corruption("merge input", 0, "malformed internal key");
-    let first_seq = parse_internal_key(it.key()).ok_or_else(malformed)?.sequence;
+    let first_seq = parse_entry_key(it.key()).ok_or_else(malformed)?.sequence;
     let mut raw: Vec<(Vec<u8>, Vec<u8>, SequenceNumber)> =
         vec![(it.key().to_vec(), it.value().to_vec(), first_seq)];
     let mut operands = MergeOperands::default();
@@ -259,7 +259,7 @@ pub(crate) fn fold_operands(
     let mut end_of_key = true;
     it.next();
     while it.valid() {
-        let p = parse_internal_key(it.key()).ok_or_else(malformed)?;
+        let p = parse_entry_key(it.key()).ok_or_else(malformed)?;
         if ucmp.compare(p.user_key, user_key) != std::cmp::Ordering::Equal {
             break;
         }

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::iter::merging::MergingIterator;
 use crate::iter::InternalIterator;
 use crate::key::{
-    pack_trailer, parse_internal_key, Comparator, InternalKey, SequenceNumber, ValueKind,
+    pack_trailer, parse_entry_key, Comparator, InternalKey, SequenceNumber, ValueKind,
     TRAILER_BYTES,
 };
 use crate::memtable::{MemTable, MemTableGet};
@@ -177,7 +177,7 @@ fn walk_versions(
 ) -> Result<Option<Option<Vec<u8>>>> {
     it.seek(lookup);
     while it.valid() {
-        let p = parse_internal_key(it.key())
+        let p = parse_entry_key(it.key())
             .ok_or_else(|| Error::corruption("merge read", 0, "malformed internal key"))?;
         if ucmp.compare(p.user_key, key) != Ordering::Equal {
             break;
@@ -364,8 +364,15 @@ impl DbInner {
         for level in 0..NUM_LEVELS {
             for f in v.files(level) {
                 if f.has_range_deletions {
-                    let table = self.table_cache.get_for(f, level)?;
-                    all.extend_from_slice(table.range_deletions());
+                    let own = match f.range_dels.get() {
+                        Some(own) => own.clone(),
+                        None => {
+                            let table = self.table_cache.get_for(f, level)?;
+                            let own: Arc<[_]> = table.range_deletions().into();
+                            f.range_dels.get_or_init(|| own).clone()
+                        }
+                    };
+                    all.extend_from_slice(&own);
                 }
             }
         }

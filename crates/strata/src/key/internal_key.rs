@@ -86,6 +86,14 @@ pub fn parse_internal_key(ikey: &[u8]) -> Option<ParsedInternalKey<'_>> {
     })
 }
 
+/// [`parse_internal_key`] for a point entry (a data block's, a
+/// memtable's): `None` also for kind `RangeDeletion`, which keys only
+/// range-deletion blocks and file bounds, so that such an entry among
+/// data is reported as malformed instead of read as a deletion.
+pub(crate) fn parse_entry_key(ikey: &[u8]) -> Option<ParsedInternalKey<'_>> {
+    parse_internal_key(ikey).filter(|p| p.kind != ValueKind::RangeDeletion)
+}
+
 /// The user-key part of an internal key (the whole key if shorter than a trailer).
 pub fn extract_user_key(ikey: &[u8]) -> &[u8] {
     &ikey[..ikey.len().saturating_sub(TRAILER_BYTES)]

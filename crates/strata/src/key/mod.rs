@@ -8,7 +8,7 @@ mod slice_transform;
 pub use comparator::{BuiltinOrder, BytewiseComparator, Comparator, ReverseBytewiseComparator};
 pub(crate) use internal_key::compare_internal;
 pub(crate) use internal_key::{
-    extract_user_key, pack_trailer, InternalKeyComparator, TRAILER_BYTES,
+    extract_user_key, pack_trailer, parse_entry_key, InternalKeyComparator, TRAILER_BYTES,
 };
 pub use internal_key::{
     parse_internal_key, InternalKey, ParsedInternalKey, SequenceNumber, ValueKind,

@@ -14,7 +14,7 @@ use crate::env::RandomAccessFile;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{
-    extract_user_key, parse_internal_key, BuiltinOrder, BytewiseComparator, Comparator,
+    extract_user_key, parse_entry_key, BuiltinOrder, BytewiseComparator, Comparator,
     InternalKeyComparator, SequenceNumber, SliceTransform, ValueKind,
 };
 use crate::util::coding::Decoder;
@@ -521,7 +521,7 @@ impl TableReader {
             it.status()?;
             return Ok(None);
         }
-        let Some(parsed) = parse_internal_key(it.key()) else {
+        let Some(parsed) = parse_entry_key(it.key()) else {
             return Err(Error::corruption(
                 &*self.name,
                 block_offset,

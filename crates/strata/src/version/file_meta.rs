@@ -1,7 +1,7 @@
 //! What a version knows about one table file.
 
 use std::sync::atomic::AtomicBool;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use super::NewFile;
 use crate::key::InternalKey;
@@ -26,6 +26,9 @@ pub struct FileMetaData {
     pub largest_seqno: u64,
     /// The table holds range deletions.
     pub has_range_deletions: bool,
+    /// Those range deletions, read from the table once for the file's
+    /// lifetime (every version holding the file shares them).
+    pub(crate) range_dels: OnceLock<Arc<[crate::range_del::RangeTombstone]>>,
     /// Set while a compaction has the file as an input, so no second
     /// compaction picks it. Not persisted.
     pub being_compacted: AtomicBool,
@@ -54,6 +57,7 @@ impl FileMetaData {
             smallest_seqno,
             largest_seqno,
             has_range_deletions: false,
+            range_dels: OnceLock::new(),
             being_compacted: AtomicBool::new(false),
             reader: OnceLock::new(),
         }

@@ -10,7 +10,7 @@ use parking_lot::MutexGuard;
 use crate::error::{Error, Result};
 use crate::iter::merging::MergingIterator;
 use crate::iter::InternalIterator;
-use crate::key::{pack_trailer, parse_internal_key, Comparator, SequenceNumber, ValueKind};
+use crate::key::{pack_trailer, parse_entry_key, Comparator, SequenceNumber, ValueKind};
 use crate::range_del::{self, CoveredFilter, FragmentedRangeTombstones};
 use crate::version::{NewFile, Version, VersionEdit, NUM_LEVELS};
 
@@ -416,7 +416,7 @@ impl Job<'_> {
                 ));
             }
             let key = it.key();
-            let Some(p) = parse_internal_key(key) else {
+            let Some(p) = parse_entry_key(key) else {
                 return Err(Error::corruption(
                     "compaction input",
                     0,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::env::WritableFile;
 use crate::error::{Error, Result};
 use crate::key::{
-    pack_trailer, parse_internal_key, BuiltinOrder, Comparator, InternalKeyComparator, ValueKind,
+    pack_trailer, parse_entry_key, BuiltinOrder, Comparator, InternalKeyComparator, ValueKind,
 };
 use crate::limits::{KEY_SIZE_BYTES_MAX, VALUE_SIZE_BYTES_MAX};
 use crate::sst::TableProperties;
@@ -131,7 +131,7 @@ impl PackedTableBuilder {
                 "PackedTableBuilder::add after finish",
             ));
         }
-        let Some(parsed) = parse_internal_key(ikey) else {
+        let Some(parsed) = parse_entry_key(ikey) else {
             return Err(Error::invalid_argument(
                 "PackedTableBuilder::add: not an internal key",
             ));

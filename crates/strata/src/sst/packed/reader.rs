@@ -492,7 +492,12 @@ impl PackedTableReader {
             return Ok(None);
         };
         let (a, b) = self.value_range(e)?;
-        let kind = ValueKind::from_byte(t as u8).unwrap_or(ValueKind::Value);
+        let kind = match ValueKind::from_byte(t as u8) {
+            Some(ValueKind::RangeDeletion) => {
+                return Err(self.corrupt(Section::Tags, "an entry of kind range deletion"))
+            }
+            kind => kind.unwrap_or(ValueKind::Value),
+        };
         Ok(Some((t >> 8, kind, self.values.slice(a..b))))
     }
 
