@@ -211,6 +211,14 @@ define_flags! {
     merge_keys: i64 = -1;
     /// Percent of readrandommergerandom's operations that are merges (the rest are gets).
     mergereadpercent: i32 = 70;
+    /// Writes before range deletions start (db_bench's flag).
+    writes_before_delete_range: i64 = 0;
+    /// Writes between range deletions; 0: none (db_bench's flag).
+    writes_per_range_tombstone: i64 = 0;
+    /// Keys in each range deletion's range (db_bench's flag).
+    range_tombstone_width: i64 = 100;
+    /// The most range deletions a write benchmark issues (db_bench's flag).
+    max_num_range_tombstones: i64 = 0;
     /// Write keys num-1 down to 0 in fillseq (ours; db_bench has no such flag).
     seq_descending: bool = false;
     /// Added to every key number (ours: W4 writes streams one after another

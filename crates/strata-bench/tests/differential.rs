@@ -1,5 +1,5 @@
-//! Differential test: the same random operations (puts, deletes, batches and
-//! merges with a string-append operator) applied to every engine of
+//! Differential test: the same random operations (puts, deletes, range
+//! deletions, batches and merges with a string-append operator) applied to every engine of
 //! the build (the BTreeMap model, Strata, and RocksDB with the `rocksdb`
 //! feature) must give the same answers: point reads, multi-gets, iterator
 //! walks in both directions, full scans; across flushes, compactions and
@@ -204,11 +204,19 @@ fn run_seed(seed: u64) {
             450..=519 => {
                 let mut b = Batch::default();
                 for _ in 0..rng.gen_range(1..20) {
-                    let k = key(rng.gen_range(0..KEY_SPACE));
-                    if rng.gen_bool(0.8) {
+                    let i = rng.gen_range(0..KEY_SPACE);
+                    let k = key(i);
+                    let roll = rng.gen_range(0..10);
+                    if roll < 7 {
                         b.put(&k, &value(&mut rng, op));
-                    } else {
+                    } else if roll < 9 {
                         b.delete(&k);
+                    } else {
+                        // A range deletion, a few keys wide (bounds in
+                        // order: keys vary in length).
+                        let k2 = key(i + rng.gen_range(0..8));
+                        let (from, to) = if k <= k2 { (&k, &k2) } else { (&k2, &k) };
+                        b.delete_range(from, to);
                     }
                 }
                 es.engines

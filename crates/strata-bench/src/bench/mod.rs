@@ -402,6 +402,12 @@ impl<'o> Runner<'o> {
                 f.merge_keys as u64
             },
             merge_percent: f.mergereadpercent.clamp(0, 100) as u64,
+            range_dels: ops::RangeDels {
+                before: f.writes_before_delete_range.max(0) as u64,
+                per: f.writes_per_range_tombstone.max(0) as u64,
+                width: f.range_tombstone_width.max(0) as u64,
+                max: f.max_num_range_tombstones.max(0) as u64,
+            },
             seed_base: self.seed_base,
         }
     }

@@ -48,7 +48,32 @@ pub struct Params {
     pub merge_keys: u64,
     /// `--mergereadpercent`.
     pub merge_percent: u64,
+    /// db_bench's range deletions of write benchmarks.
+    pub range_dels: RangeDels,
     pub seed_base: u64,
+}
+
+/// db_bench's `--writes_before_delete_range`, `--writes_per_range_tombstone`,
+/// `--range_tombstone_width` and `--max_num_range_tombstones`: every
+/// `per` writes after the first `before`, up to `max` times, a write
+/// benchmark also deletes `width` keys from the next key it draws.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RangeDels {
+    pub before: u64,
+    pub per: u64,
+    pub width: u64,
+    pub max: u64,
+}
+
+impl RangeDels {
+    /// True if a range deletion follows the `written`-th write (db_bench's
+    /// condition).
+    fn due(&self, written: u64) -> bool {
+        self.per > 0
+            && written > self.before
+            && (written - self.before) / self.per <= self.max
+            && (written - self.before).is_multiple_of(self.per)
+    }
 }
 
 /// State shared by the threads of one benchmark.
@@ -121,14 +146,17 @@ fn do_write(sh: &Shared<'_>, th: &mut ThreadState, order: WriteOrder, writes: u6
         },
         other => other,
     };
-    let mut keys = KeySequence::new(order, p.num, p.seed_base);
+    // As db_bench: the key generator covers the range deletions' starts.
+    let mut keys = KeySequence::new(order, p.num + p.range_dels.max, p.seed_base);
     if p.num != p.flags_num {
         th.stats.add_message(&format!("({} ops)", p.num));
     }
     let mut values = ValueGenerator::new(p.value_size, p.compression_ratio);
     let mut batch = Batch::default();
     let mut key = p.key_format.buffer();
+    let mut end_key = p.key_format.buffer();
     let mut bytes = 0u64;
+    let (mut written, mut range_deletions) = (0u64, 0u64);
     while !duration.done(p.batch_size) {
         if !matches!(order, WriteOrder::Sequential { .. }) {
             // db_bench picks the database of the batch here.
@@ -141,9 +169,22 @@ fn do_write(sh: &Shared<'_>, th: &mut ThreadState, order: WriteOrder, writes: u6
             let value = values.generate();
             batch.put(&key, value);
             bytes += (key.len() + value.len()) as u64;
+            written += 1;
+            if p.range_dels.due(written) {
+                range_deletions += 1;
+                let begin = keys.next(&mut th.rand);
+                p.key_format.fill(begin, p.flags_num, &mut key);
+                p.key_format
+                    .fill(begin + p.range_dels.width, p.flags_num, &mut end_key);
+                batch.delete_range(&key, &end_key);
+            }
         }
         sh.engine.write(&batch, p.write_mode)?;
         th.stats.finished_ops(p.batch_size, OpKind::Write);
+    }
+    if range_deletions > 0 {
+        th.stats
+            .add_message(&format!("(range deletions: {range_deletions})"));
     }
     th.stats.add_bytes(bytes);
     Ok(())
@@ -385,7 +426,9 @@ fn background_writer(sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> {
     th.stats.exclude_from_merge();
     let mut values = ValueGenerator::new(p.value_size, p.compression_ratio);
     let mut key = p.key_format.buffer();
+    let mut end_key = p.key_format.buffer();
     let mut bytes = 0u64;
+    let mut written = 0u64;
     loop {
         th.rand.next_u64();
         if sh.num_done.load(Ordering::Acquire) + 1 >= sh.num_threads {
@@ -397,6 +440,18 @@ fn background_writer(sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> {
         sh.engine.put(&key, value, p.write_mode)?;
         bytes += (key.len() + value.len()) as u64;
         th.stats.finished_ops(1, OpKind::Write);
+        written += 1;
+        if p.range_dels.due(written) {
+            // db_bench's BGWriter: a random start, its own write.
+            let begin = th.rand.next_u64() % p.flags_num;
+            p.key_format.fill(begin, p.flags_num, &mut key);
+            p.key_format
+                .fill(begin + p.range_dels.width, p.flags_num, &mut end_key);
+            let mut b = Batch::default();
+            b.delete_range(&key, &end_key);
+            sh.engine.write(&b, p.write_mode)?;
+            th.stats.finished_ops(1, OpKind::Write);
+        }
     }
     th.stats.add_bytes(bytes);
     Ok(())

@@ -33,11 +33,20 @@ pub enum BatchEntry<'a> {
     Put(&'a [u8], &'a [u8]),
     /// Remove key.
     Delete(&'a [u8]),
+    /// Remove every key in `[from, to)`.
+    DeleteRange(&'a [u8], &'a [u8]),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpKind {
+    Put,
+    Delete,
+    DeleteRange,
 }
 
 #[derive(Debug, Clone, Copy)]
 struct BatchOp {
-    put: bool,
+    kind: OpKind,
     key_end: usize,
     value_end: usize,
 }
@@ -63,7 +72,19 @@ impl Batch {
         let key_end = self.data.len();
         self.data.extend_from_slice(value);
         self.ops.push(BatchOp {
-            put: true,
+            kind: OpKind::Put,
+            key_end,
+            value_end: self.data.len(),
+        });
+    }
+
+    /// Adds a range deletion of `[from, to)`.
+    pub fn delete_range(&mut self, from: &[u8], to: &[u8]) {
+        self.data.extend_from_slice(from);
+        let key_end = self.data.len();
+        self.data.extend_from_slice(to);
+        self.ops.push(BatchOp {
+            kind: OpKind::DeleteRange,
             key_end,
             value_end: self.data.len(),
         });
@@ -74,7 +95,7 @@ impl Batch {
         self.data.extend_from_slice(key);
         let end = self.data.len();
         self.ops.push(BatchOp {
-            put: false,
+            kind: OpKind::Delete,
             key_end: end,
             value_end: end,
         });
@@ -102,10 +123,10 @@ impl Batch {
             let key = &self.data[start..op.key_end];
             let value = &self.data[op.key_end..op.value_end];
             start = op.value_end;
-            if op.put {
-                BatchEntry::Put(key, value)
-            } else {
-                BatchEntry::Delete(key)
+            match op.kind {
+                OpKind::Put => BatchEntry::Put(key, value),
+                OpKind::Delete => BatchEntry::Delete(key),
+                OpKind::DeleteRange => BatchEntry::DeleteRange(key, value),
             }
         })
     }
@@ -399,11 +420,13 @@ mod tests {
             b.put(k, v);
         }
         b.delete(&big[..300]);
+        b.delete_range(&big[..200], &big[..400]);
         let mut sb = strata::WriteBatch::default();
         for e in b.iter() {
             match e {
                 BatchEntry::Put(k, v) => sb.put(k, v),
                 BatchEntry::Delete(k) => sb.delete(k),
+                BatchEntry::DeleteRange(from, to) => sb.delete_range(from, to),
             }
         }
         assert!(sb.data().len() <= batch_capacity(&b));

@@ -51,6 +51,18 @@ impl Engine for ModelEngine {
                 BatchEntry::Delete(k) => {
                     m.remove(k);
                 }
+                BatchEntry::DeleteRange(from, to) => {
+                    let doomed: Vec<Vec<u8>> = m
+                        .range::<[u8], _>((
+                            std::ops::Bound::Included(from),
+                            std::ops::Bound::Excluded(to),
+                        ))
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    for k in doomed {
+                        m.remove(&k);
+                    }
+                }
             }
         }
         Ok(())

@@ -248,6 +248,7 @@ impl Engine for RocksDbEngine {
             match e {
                 BatchEntry::Put(k, v) => b.put(k, v),
                 BatchEntry::Delete(k) => b.delete(k),
+                BatchEntry::DeleteRange(from, to) => b.delete_range(from, to),
             }
         }
         self.db

@@ -185,6 +185,7 @@ impl Engine for StrataEngine {
             match e {
                 BatchEntry::Put(k, v) => b.put(k, v),
                 BatchEntry::Delete(k) => b.delete(k),
+                BatchEntry::DeleteRange(from, to) => b.delete_range(from, to),
             }
         }
         self.db.write_opt(b, &write_options(mode)).map_err(err)
