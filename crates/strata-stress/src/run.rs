@@ -56,6 +56,7 @@ pub const DB_FLAGS: &[&str] = &[
     "sst_partitioner_prefix",
     "packed_from_level",
     "merge_percent",
+    "range_del_percent",
 ];
 
 /// The merge operator of every run: the newest operand wins (RocksDB's
@@ -177,6 +178,9 @@ struct Ctx<'a> {
     value_size_max: usize,
     /// Percent of value writes made as merges.
     merge_percent: u32,
+    /// Percent of key deletions made as range deletions (of the key's
+    /// own range), and the weight of deleting a run of keys with one.
+    range_del_percent: u32,
     /// Ascending insert streams that half the single puts follow (0: none).
     streams: u32,
     stream_pos: AtomicU32,
@@ -211,11 +215,16 @@ impl Ctx<'_> {
             writes.push((slot, next));
             let value = crate::value::value_for(slot, next.generation(), self.value_size_max);
             // A deterministic share of the value writes are merges.
-            let merge = exists
-                && (slot.wrapping_mul(2_654_435_761) ^ next.generation()) % 100
-                    < self.merge_percent;
+            let roll = (slot.wrapping_mul(2_654_435_761) ^ next.generation()) % 100;
+            let merge = exists && roll < self.merge_percent;
+            let ranged = !exists && roll < self.range_del_percent;
             for key in self.keys_of(slot) {
-                if !exists {
+                if ranged {
+                    // The key's own range: [key, key + 0x00).
+                    let mut end = key.clone();
+                    end.push(0);
+                    batch.delete_range(&key, &end);
+                } else if !exists {
                     batch.delete(&key);
                 } else if merge {
                     batch.merge(&key, &value);
@@ -241,6 +250,50 @@ impl Ctx<'_> {
                 return;
             }
             db_error("write", e);
+        }
+        for &(slot, _) in &writes {
+            self.expected.ack_write(slot);
+        }
+    }
+
+    /// Deletes plain slots `first..first + n` with one range deletion
+    /// (key names are fixed-width, so the range holds exactly them).
+    fn delete_run(&self, first: u32, n: u32) {
+        let last = (first + n).min(self.shape.keys);
+        let slots: Vec<u32> = (first..last).collect();
+        if slots.is_empty() {
+            return;
+        }
+        let _guards: Vec<_> = slots
+            .iter()
+            .map(|s| {
+                self.locks[*s as usize]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+            })
+            .collect();
+        let writes: Vec<(u32, crate::value::KeyState)> = slots
+            .iter()
+            .map(|&s| (s, self.expected.get(s).acked.next(false)))
+            .collect();
+        let mut batch = WriteBatch::default();
+        batch.delete_range(key_name(first), key_name(last));
+        let mut history = self
+            .history
+            .as_ref()
+            .map(|h| h.lock().unwrap_or_else(|e| e.into_inner()));
+        for &(slot, next) in &writes {
+            self.expected.begin_write(slot, next);
+        }
+        if let Some(h) = history.as_mut() {
+            h.append_batch(&writes);
+        }
+        if let Err(e) = self.db.write_opt(batch, &self.wo) {
+            if self.is_injected(&e) {
+                self.stop.store(true, Ordering::Relaxed);
+                return;
+            }
+            db_error("delete_range", e);
         }
         for &(slot, _) in &writes {
             self.expected.ack_write(slot);
@@ -508,8 +561,14 @@ impl Ctx<'_> {
                 _ => rng.gen_range(0..keys),
             };
             self.write(&[(slot, true)]);
-        } else if roll < 38 {
+        } else if roll < 36 {
             self.write(&[(rng.gen_range(0..keys), false)]);
+        } else if roll < 38 {
+            if rng.gen_range(0..100) < self.range_del_percent {
+                self.delete_run(rng.gen_range(0..keys), rng.gen_range(2..24));
+            } else {
+                self.write(&[(rng.gen_range(0..keys), false)]);
+            }
         } else if roll < 48 {
             let n = rng.gen_range(2..8);
             let mut slots: Vec<(u32, bool)> = (0..n)
@@ -593,6 +652,7 @@ struct RunSetup<'a> {
     wo: WriteOptions,
     value_size_max: usize,
     merge_percent: u32,
+    range_del_percent: u32,
     streams: u32,
     history: Option<Mutex<History>>,
     flush_interval: Duration,
@@ -655,6 +715,7 @@ pub fn run(flags: &Flags) -> Result<RunStats, Failure> {
         wo,
         value_size_max,
         merge_percent: flags.get("merge_percent", 25u32)?.min(100),
+        range_del_percent: flags.get("range_del_percent", 25u32)?.min(100),
         streams,
         history,
         flush_interval: Duration::from_millis(flags.get("flush_interval_ms", 300)?),
@@ -719,6 +780,7 @@ fn run_round(db: &DB, setup: &RunSetup<'_>, round: u64, stats: &mut RunStats) ->
         wo: setup.wo.clone(),
         value_size_max: setup.value_size_max,
         merge_percent: setup.merge_percent,
+        range_del_percent: setup.range_del_percent,
         streams: setup.streams,
         stream_pos: AtomicU32::new(0),
         ops: AtomicU64::new(0),
