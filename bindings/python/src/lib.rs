@@ -145,10 +145,15 @@ fn options_from_kwargs(
         "create_if_missing".into(),
         toml::Value::Boolean(create_if_missing),
     );
+    let mut merge_operator: Option<String> = None;
     if let Some(kwargs) = kwargs {
         for (k, v) in kwargs.iter() {
             let name: String = k.extract()?;
             let name = name.strip_prefix("set_").unwrap_or(&name).to_string();
+            if name == "merge_operator" {
+                merge_operator = Some(v.extract()?);
+                continue;
+            }
             let value = toml_value(&name, &v)?;
             if BLOCK_BASED_KEYS.contains(&name.as_str()) {
                 block.insert(name, value);
@@ -164,12 +169,73 @@ fn options_from_kwargs(
         );
     }
     let text = toml::to_string(&root).map_err(|e| Error::new_err(e.to_string()))?;
-    Options::from_toml(&text, "options").map_err(|e| match e {
+    let mut opts = Options::from_toml(&text, "options").map_err(|e| match e {
         KvError::InvalidArgument(m) if m.contains("unknown key") => {
             PyTypeError::new_err(format!("unexpected keyword argument: {m}"))
         }
         e => err(e),
-    })
+    })?;
+    if let Some(name) = merge_operator {
+        set_merge_operator(&mut opts, &name)?;
+    }
+    Ok(opts)
+}
+
+/// `merge_operator=`: one of RocksDB's stock operators, by db_bench's name
+/// or RocksDB's class name (the class name is recorded in the database):
+/// `uint64add` (8-byte little-endian counters; another size counts as 0),
+/// `stringappend` (values joined by `,`), `put` (the newest operand wins).
+/// All are associative: each is its own partial merge.
+fn set_merge_operator(opts: &mut Options, name: &str) -> PyResult<()> {
+    fn uint64add(
+        _key: &[u8],
+        base: Option<&[u8]>,
+        ops: &strata_kv::MergeOperands,
+    ) -> Option<Vec<u8>> {
+        let counter = |v: &[u8]| <[u8; 8]>::try_from(v).map_or(0, u64::from_le_bytes);
+        let sum = ops
+            .iter()
+            .fold(base.map_or(0, counter), |s, op| s.wrapping_add(counter(op)));
+        Some(sum.to_le_bytes().to_vec())
+    }
+    fn stringappend(
+        _key: &[u8],
+        base: Option<&[u8]>,
+        ops: &strata_kv::MergeOperands,
+    ) -> Option<Vec<u8>> {
+        let mut out = base.map(<[u8]>::to_vec);
+        for op in ops {
+            match &mut out {
+                Some(v) => {
+                    v.push(b',');
+                    v.extend_from_slice(op);
+                }
+                None => out = Some(op.to_vec()),
+            }
+        }
+        Some(out.unwrap_or_default())
+    }
+    fn put(_key: &[u8], base: Option<&[u8]>, ops: &strata_kv::MergeOperands) -> Option<Vec<u8>> {
+        Some(match ops.iter().last() {
+            Some(op) => op.to_vec(),
+            None => base.unwrap_or_default().to_vec(),
+        })
+    }
+    match name {
+        "uint64add" | "UInt64AddOperator" => {
+            opts.set_merge_operator_associative("UInt64AddOperator", uint64add)
+        }
+        "stringappend" | "StringAppendOperator" => {
+            opts.set_merge_operator_associative("StringAppendOperator", stringappend)
+        }
+        "put" | "PutOperator" => opts.set_merge_operator_associative("PutOperator", put),
+        other => {
+            return Err(InvalidArgumentError::new_err(format!(
+                "merge_operator={other:?}: expected \"uint64add\", \"stringappend\" or \"put\""
+            )))
+        }
+    }
+    Ok(())
 }
 
 fn write_options(sync: bool, disable_wal: bool) -> WriteOptions {
@@ -481,6 +547,16 @@ impl WriteBatch {
         self.batch.lock().delete(key);
     }
 
+    /// Adds a deletion of every key in `[start, end)`.
+    fn delete_range(&self, start: &[u8], end: &[u8]) {
+        self.batch.lock().delete_range(start, end);
+    }
+
+    /// Adds a merge of `value` into `key` (the database's `merge_operator`).
+    fn merge(&self, key: &[u8], value: &[u8]) {
+        self.batch.lock().merge(key, value);
+    }
+
     /// Removes every operation.
     fn clear(&self) {
         self.batch.lock().clear();
@@ -786,6 +862,40 @@ impl PyDB {
         let db = self.db()?;
         let wo = write_options(sync, disable_wal);
         py.detach(|| db.delete_opt(key, &wo)).map_err(err)
+    }
+
+    /// Deletes every key in `[start, end)` with one write, however many
+    /// keys the range holds. `start == end` deletes nothing; `start` after
+    /// `end` raises InvalidArgumentError.
+    #[pyo3(signature = (start, end, *, sync=false, disable_wal=false))]
+    fn delete_range(
+        &self,
+        py: Python<'_>,
+        start: &[u8],
+        end: &[u8],
+        sync: bool,
+        disable_wal: bool,
+    ) -> PyResult<()> {
+        let db = self.db()?;
+        let wo = write_options(sync, disable_wal);
+        py.detach(|| db.delete_range_opt(start, end, &wo))
+            .map_err(err)
+    }
+
+    /// Merges `value` into `key` with the database's `merge_operator`
+    /// (NotSupportedError without one).
+    #[pyo3(signature = (key, value, *, sync=false, disable_wal=false))]
+    fn merge(
+        &self,
+        py: Python<'_>,
+        key: &[u8],
+        value: &[u8],
+        sync: bool,
+        disable_wal: bool,
+    ) -> PyResult<()> {
+        let db = self.db()?;
+        let wo = write_options(sync, disable_wal);
+        py.detach(|| db.merge_opt(key, value, &wo)).map_err(err)
     }
 
     fn __getitem__(&self, py: Python<'_>, key: &[u8]) -> PyResult<Py<PyAny>> {

@@ -54,6 +54,47 @@ def test_write_batch_standalone_and_context(db):
     assert db.get(b"lost") is None, "an exception discards the batch"
 
 
+def test_delete_range(db):
+    for i in range(100):
+        db.put(b"k%03d" % i, b"v")
+    db.delete_range(b"k010", b"k020")
+    assert [k for k in db.keys(b"k005", b"k025")] == [
+        b"k%03d" % i for i in list(range(5, 10)) + list(range(20, 25))
+    ]
+    db.delete_range(b"k050", b"k050")  # empty: deletes nothing
+    assert b"k050" in db
+    with pytest.raises(strata_kv.InvalidArgumentError):
+        db.delete_range(b"k090", b"k080")
+    with db.write_batch() as b:
+        b.delete_range(b"k000", b"k005")
+        b.put(b"k001", b"back")
+    assert db.get(b"k000") is None and db[b"k001"] == b"back"
+    db.flush()
+    db.compact_range()
+    assert len(list(db.keys())) == 100 - 10 - 5 + 1
+
+
+def test_merge_operators(tmp_path):
+    with strata_kv.DB(tmp_path / "counters", merge_operator="uint64add") as db:
+        for _ in range(3):
+            db.merge(b"c", (5).to_bytes(8, "little"))
+        db.flush()
+        b = strata_kv.WriteBatch()
+        b.merge(b"c", (1).to_bytes(8, "little"))
+        db.write(b)
+        assert int.from_bytes(db[b"c"], "little") == 16
+    with strata_kv.DB(tmp_path / "lists", merge_operator="stringappend") as db:
+        db.put(b"l", b"a")
+        db.merge(b"l", b"b")
+        db.merge(b"l", b"c")
+        assert db[b"l"] == b"a,b,c"
+    with strata_kv.DB(tmp_path / "none") as db:
+        with pytest.raises(strata_kv.NotSupportedError):
+            db.merge(b"k", b"v")
+    with pytest.raises(strata_kv.InvalidArgumentError):
+        strata_kv.DB(tmp_path / "bad", merge_operator="max")
+
+
 def test_multi_get_order_and_duplicates(db):
     for i in range(100):
         db.put(b"k%03d" % i, b"v%d" % i)
