@@ -355,6 +355,72 @@ impl<I: InternalIterator> InternalIterator for CoveredFilter<I> {
     }
 }
 
+/// True if every entry of a table with user keys in `[smallest, largest]`
+/// and sequence numbers in `[smallest_seq, largest_seq]` lies under a newer
+/// tombstone of `list` in its own snapshot stripe: a compaction may then
+/// drop the table without reading it (Pebble's delete-only compaction).
+/// The tombstones must cover the whole key range without a gap.
+pub(crate) fn covers_table(
+    list: &FragmentedRangeTombstones,
+    snapshots: &[SequenceNumber],
+    smallest: &[u8],
+    largest: &[u8],
+    (smallest_seq, largest_seq): (SequenceNumber, SequenceNumber),
+) -> bool {
+    let c = &*list.ucmp;
+    let Some(mut i) = list.fragment_at(smallest) else {
+        return false;
+    };
+    let stripe_of_entries = stripe(snapshots, smallest_seq);
+    if stripe(snapshots, largest_seq) != stripe_of_entries {
+        return false; // a snapshot between the table's own entries
+    }
+    loop {
+        let f = &list.frags[i];
+        // The oldest tombstone newer than every entry, in their stripe.
+        let newer = f.seqs.partition_point(|&s| s > largest_seq);
+        if newer == 0 || stripe(snapshots, f.seqs[newer - 1]) != stripe_of_entries {
+            return false;
+        }
+        if c.compare(largest, &f.end) == Ordering::Less {
+            return true;
+        }
+        match list.frags.get(i + 1) {
+            Some(next) if c.compare(&next.start, &f.end) == Ordering::Equal => i += 1,
+            _ => return false,
+        }
+    }
+}
+
+/// An iterator over nothing: stands in for an input a compaction does not
+/// read.
+pub(crate) struct EmptyIterator;
+
+impl InternalIterator for EmptyIterator {
+    fn valid(&self) -> bool {
+        false
+    }
+    fn seek_to_first(&mut self) {}
+    fn seek_to_last(&mut self) {}
+    fn seek(&mut self, _target: &[u8]) {}
+    fn seek_for_prev(&mut self, _target: &[u8]) {}
+    fn next(&mut self) {
+        debug_assert!(false, "next on an empty iterator");
+    }
+    fn prev(&mut self) {
+        debug_assert!(false, "prev on an empty iterator");
+    }
+    fn key(&self) -> &[u8] {
+        &[]
+    }
+    fn value(&self) -> &[u8] {
+        &[]
+    }
+    fn status(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
 /// Encodes tombstones as a range-deletion block: entries
 /// `(start, seq, RangeDeletion) -> end` in internal-key order.
 pub(crate) fn encode_block(tombstones: &[RangeTombstone]) -> Vec<u8> {
@@ -518,6 +584,26 @@ mod tests {
             let again = FragmentedRangeTombstones::new(&f.to_tombstones(), c.clone());
             assert_eq!(again.fragments(), f.fragments());
         }
+    }
+
+    #[test]
+    fn a_table_is_covered_only_by_newer_gapless_tombstones_of_its_stripe() {
+        let c: Arc<dyn Comparator> = Arc::new(BytewiseComparator);
+        let ts = [t(b"a", b"f", 50), t(b"f", b"m", 60), t(b"p", b"z", 70)];
+        let f = FragmentedRangeTombstones::new(&ts, c);
+        // Inside one or two adjoining tombstones, all newer.
+        assert!(covers_table(&f, &[], b"b", b"e", (1, 40)));
+        assert!(covers_table(&f, &[], b"b", b"k", (1, 40)));
+        // The end is exclusive; a gap between "m" and "p".
+        assert!(!covers_table(&f, &[], b"b", b"m", (1, 40)));
+        assert!(!covers_table(&f, &[], b"k", b"q", (1, 40)));
+        // An entry as new as the tombstone, or newer.
+        assert!(!covers_table(&f, &[], b"b", b"e", (1, 55)));
+        // A snapshot between the entries and the tombstone sees them.
+        assert!(!covers_table(&f, &[45], b"b", b"e", (1, 40)));
+        assert!(covers_table(&f, &[45], b"q", b"r", (46, 60)));
+        // Outside every tombstone.
+        assert!(!covers_table(&f, &[], b"0", b"1", (1, 2)));
     }
 
     #[test]

@@ -142,6 +142,9 @@ pub(crate) struct DbInner {
     /// Iterator positionings and steps (`strata.num-iterator-steps`),
     /// added by each iterator in runs.
     pub(crate) iterator_steps: crate::util::counter::ShardedCounter,
+    /// Compaction inputs dropped unread, wholly under newer range
+    /// deletions (`strata.num-tables-dropped-unread`).
+    pub(crate) tables_dropped_unread: std::sync::atomic::AtomicU64,
     /// The memtables and version reads use, published under the state
     /// lock whenever one of them changes, read without it.
     pub(crate) read_view: ArcSwap<ReadView>,

@@ -428,6 +428,8 @@ impl DB {
     /// `strata.num-point-reads` (keys looked up by get and MultiGet),
     /// `strata.num-iterator-steps` (iterator positionings and steps,
     /// counted by each iterator in runs of 1,024 and when it drops),
+    /// `strata.num-tables-dropped-unread` (compaction inputs wholly under
+    /// newer range deletions, deleted without being read),
     /// `strata.num-flushes`, `strata.num-compactions` (trivial moves
     /// included),
     /// `strata.base-level`, `strata.compaction.bytes-written-at-level<N>`,
@@ -699,6 +701,11 @@ impl DbInner {
             "user-bytes-written" => Some(st.user_bytes.to_string()),
             "num-point-reads" => Some(self.point_reads.sum().to_string()),
             "num-iterator-steps" => Some(self.iterator_steps.sum().to_string()),
+            "num-tables-dropped-unread" => Some(
+                self.tables_dropped_unread
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    .to_string(),
+            ),
             // Level 0's outputs are flushes; every other level's, compactions.
             "num-flushes" => Some(st.stats[0].count.to_string()),
             "num-compactions" => Some(

@@ -215,6 +215,7 @@ fn build(
         read_only,
         point_reads: Default::default(),
         iterator_steps: Default::default(),
+        tables_dropped_unread: Default::default(),
     })
 }
 

@@ -353,8 +353,26 @@ impl Job<'_> {
     /// Merges the inputs; returns (entries read, entries dropped).
     fn merge<F: FnMut() -> u64>(&self, out: &mut TableOutputs<'_, F>) -> Result<(u64, u64)> {
         let db = self.db;
+        let range_dels = self.range_deletions(out)?;
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         for f in self.c.all_inputs() {
+            // A table wholly under newer range deletions of this compaction
+            // is dropped without being read.
+            let covered = !f.has_range_deletions
+                && range_dels.as_ref().is_some_and(|list| {
+                    range_del::covers_table(
+                        list,
+                        &self.snapshots,
+                        f.smallest.user_key(),
+                        f.largest.user_key(),
+                        (f.smallest_seqno, f.largest_seqno),
+                    )
+                });
+            if covered {
+                db.tables_dropped_unread.fetch_add(1, Ordering::Relaxed);
+                children.push(Box::new(range_del::EmptyIterator));
+                continue;
+            }
             // Inputs leave with this compaction: open them as deep tables.
             let reader = db
                 .table_cache
@@ -362,7 +380,6 @@ impl Job<'_> {
             children.push(Box::new(reader.iter_opt(false)));
         }
         let icmp: Arc<dyn Comparator> = Arc::new(db.icmp.clone());
-        let range_dels = self.range_deletions(out)?;
         let mut it = CoveredFilter::new(
             MergingIterator::new(icmp, children),
             range_dels,
