@@ -37,6 +37,14 @@ pub mod cache;
 pub mod checkpoint {
     pub use crate::db::checkpoint::Checkpoint;
 }
+/// Backups (the `rocksdb` crate's module and names): see
+/// [`backup::BackupEngine`].
+pub mod backup {
+    pub use crate::db::backup::{
+        BackupEngine, BackupEngineInfo, BackupEngineOptions, RestoreOptions,
+    };
+}
+pub use db::backup::Env;
 pub(crate) mod compression;
 pub(crate) mod db;
 pub mod dump;

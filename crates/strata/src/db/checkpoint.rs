@@ -76,7 +76,12 @@ impl<'db> Checkpoint<'db> {
     /// if `path` exists; the database's background error if it has one;
     /// I/O errors, after which the partial directory is removed.
     pub fn create_checkpoint<P: AsRef<Path>>(&self, path: P) -> Result<()> {
-        let dir = path.as_ref();
+        self.create(path.as_ref(), true)
+    }
+
+    /// [`Checkpoint::create_checkpoint`], flushing the memtable first only
+    /// if `flush` (without, the unflushed writes travel in the copied logs).
+    pub(crate) fn create(&self, dir: &Path, flush: bool) -> Result<()> {
         let inner = &*self.db.inner;
         if inner.fs.exists(dir) {
             return Err(Error::invalid_argument(format!(
@@ -84,7 +89,7 @@ impl<'db> Checkpoint<'db> {
                 dir.display()
             )));
         }
-        if !inner.read_only {
+        if flush && !inner.read_only {
             self.db.flush()?;
         }
         let pause = DeletionPause::new(inner)?;

@@ -3,6 +3,7 @@
 //! Names and call shapes follow the `rocksdb` crate. A [`DB`] is `Send +
 //! Sync`; share it across threads with an `Arc` or by reference.
 
+pub(crate) mod backup;
 pub(crate) mod checkpoint;
 mod compaction;
 pub mod db_iter;
