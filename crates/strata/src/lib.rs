@@ -62,9 +62,9 @@ pub(crate) mod wal;
 
 pub use db::{
     BlockBasedOptions, Cache, DBCompressionType, DBIterator, DBPinnableSlice, DBRawIterator,
-    DBRecoveryMode, Direction, IteratorMode, LiveFile, Options, PackedTableOptions, ReadOptions,
-    Snapshot, SstFileWriter, SstPartitioner, SstPartitionerFactory, TableFileCheck, WriteBatch,
-    WriteOptions, DB,
+    DBRecoveryMode, Direction, IngestExternalFileOptions, IteratorMode, LiveFile, Options,
+    PackedTableOptions, ReadOptions, Snapshot, SstFileWriter, SstPartitioner,
+    SstPartitionerFactory, TableFileCheck, WriteBatch, WriteOptions, DB,
 };
 pub use error::{Error, Result};
 /// Merge operators (the `rocksdb` crate's module and names): see

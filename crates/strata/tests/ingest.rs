@@ -272,3 +272,76 @@ fn a_failed_manifest_write_during_ingestion_loses_nothing() {
     db.put("after", "x").unwrap();
     db.flush().unwrap();
 }
+
+#[test]
+fn ingestion_options_move_and_refuse() {
+    use strata_kv::IngestExternalFileOptions;
+    let fs = Arc::new(MemFileSystem::new());
+    let opts = options(&fs);
+    fs.create_dir_all(Path::new("/in")).unwrap();
+    let db = DB::open(&opts, "/db").unwrap();
+    // Moved: the original name is gone, the keys are in.
+    write_file(&opts, "/in/a.sst", &[("a", Some("1")), ("b", Some("2"))]);
+    let mut moving = IngestExternalFileOptions::default();
+    moving.set_move_files(true);
+    db.ingest_external_file_opts(&moving, vec!["/in/a.sst"]).unwrap();
+    assert!(!fs.exists(Path::new("/in/a.sst")));
+    assert_eq!(get(&db, "b").as_deref(), Some("2"));
+    // Overlapping a table: refused without a sequence number of its own.
+    write_file(&opts, "/in/b.sst", &[("b", Some("new"))]);
+    let mut strict = IngestExternalFileOptions::default();
+    strict.set_allow_global_seqno(false);
+    let err = db
+        .ingest_external_file_opts(&strict, vec!["/in/b.sst"])
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    assert_eq!(get(&db, "b").as_deref(), Some("2"));
+    assert!(fs.exists(Path::new("/in/b.sst")), "a refused file stays");
+    // Overlapping the memtable: refused without a flush.
+    db.put("q", "mem").unwrap();
+    write_file(&opts, "/in/c.sst", &[("p", Some("x")), ("r", Some("y"))]);
+    let mut no_flush = IngestExternalFileOptions::default();
+    no_flush.set_allow_blocking_flush(false);
+    let err = db
+        .ingest_external_file_opts(&no_flush, vec!["/in/c.sst"])
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    assert_eq!(get(&db, "p"), None);
+    // With the defaults both go in, and survive a reopen.
+    db.ingest_external_file(vec!["/in/b.sst", "/in/c.sst"]).unwrap();
+    drop(db);
+    let db = DB::open(&opts, "/db").unwrap();
+    for (k, v) in [("a", "1"), ("b", "new"), ("p", "x"), ("q", "mem"), ("r", "y")] {
+        assert_eq!(get(&db, k).as_deref(), Some(v), "{k}");
+    }
+}
+
+/// A range deletion in the memtable over a file's range: the file's keys
+/// are newer than it and stay visible.
+#[test]
+fn ingested_keys_are_newer_than_a_range_deletion_in_the_memtable() {
+    let fs = Arc::new(MemFileSystem::new());
+    let opts = options(&fs);
+    fs.create_dir_all(Path::new("/in")).unwrap();
+    let db = DB::open(&opts, "/db").unwrap();
+    db.put("m", "old").unwrap();
+    db.flush().unwrap();
+    db.delete_range("a", "z").unwrap();
+    assert_eq!(get(&db, "m"), None);
+    write_file(&opts, "/in/1.sst", &[("b", Some("in")), ("m", Some("back"))]);
+    db.ingest_external_file(vec!["/in/1.sst"]).unwrap();
+    assert_eq!(get(&db, "b").as_deref(), Some("in"));
+    assert_eq!(get(&db, "m").as_deref(), Some("back"));
+    // No table holds a key of the next file's range; only the memtable's
+    // range deletion covers it.
+    db.delete_range("5", "8").unwrap();
+    write_file(&opts, "/in/2.sst", &[("6", Some("six"))]);
+    db.ingest_external_file(vec!["/in/2.sst"]).unwrap();
+    assert_eq!(get(&db, "6").as_deref(), Some("six"));
+    db.compact_range(None::<&[u8]>, None::<&[u8]>).unwrap();
+    assert_eq!(get(&db, "6").as_deref(), Some("six"));
+    drop(db);
+    let db = DB::open(&opts, "/db").unwrap();
+    assert_eq!(get(&db, "b").as_deref(), Some("in"));
+    assert_eq!(get(&db, "m").as_deref(), Some("back"));
+}

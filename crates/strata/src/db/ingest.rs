@@ -176,31 +176,78 @@ impl SstFileWriter {
     }
 }
 
+/// How [`DB::ingest_external_file_opts`](crate::DB::ingest_external_file_opts)
+/// ingests (the `rocksdb` crate's names and defaults).
+#[derive(Debug, Clone)]
+pub struct IngestExternalFileOptions {
+    move_files: bool,
+    allow_global_seqno: bool,
+    allow_blocking_flush: bool,
+}
+
+impl Default for IngestExternalFileOptions {
+    fn default() -> Self {
+        IngestExternalFileOptions {
+            move_files: false,
+            allow_global_seqno: true,
+            allow_blocking_flush: true,
+        }
+    }
+}
+
+impl IngestExternalFileOptions {
+    /// Move the files into the database (a hard link where the file
+    /// system allows, then the original name is removed) instead of
+    /// copying them. A file that must be rewritten (it overlaps data
+    /// already there) is read, rewritten, and then removed. Default: false.
+    pub fn set_move_files(&mut self, v: bool) {
+        self.move_files = v;
+    }
+
+    /// Allow a file that overlaps data already in the database, which
+    /// then gets a sequence number of its own (it is rewritten into level
+    /// 0; RocksDB writes a global sequence number into it). With false,
+    /// such a file is refused. Default: true.
+    pub fn set_allow_global_seqno(&mut self, v: bool) {
+        self.allow_global_seqno = v;
+    }
+
+    /// Allow flushing memtables that hold keys of a file's range before
+    /// ingesting it. With false, such a file is refused. Default: true.
+    pub fn set_allow_blocking_flush(&mut self, v: bool) {
+        self.allow_blocking_flush = v;
+    }
+}
+
 impl DbInner {
-    /// See [`crate::DB::ingest_external_file`].
-    pub(crate) fn ingest_external_files(&self, paths: &[PathBuf]) -> Result<()> {
+    /// See [`crate::DB::ingest_external_file_opts`].
+    pub(crate) fn ingest_external_files(
+        &self,
+        paths: &[PathBuf],
+        opts: &IngestExternalFileOptions,
+    ) -> Result<()> {
         if self.read_only {
             return Err(Error::NotSupported(
                 "the database is open read-only: nothing can be ingested".into(),
             ));
         }
         for path in paths {
-            self.ingest_one(path)?;
+            self.ingest_one(path, opts)?;
         }
         Ok(())
     }
 
-    fn ingest_one(&self, path: &Path) -> Result<()> {
+    fn ingest_one(&self, path: &Path, opts: &IngestExternalFileOptions) -> Result<()> {
         let name = path.display().to_string();
         let file = self.fs.open_random_access(path)?;
-        let opts = TableOpenOptions {
+        let table_opts = TableOpenOptions {
             comparator: self.user_cmp.clone(),
             block_cache: None,
             placement: crate::sst::MetaPlacement::Reader,
             prefix_extractor: None,
             packed_lazy_checksums: false,
         };
-        let table = crate::sst::Table::open(file, name.clone(), &opts)?;
+        let table = crate::sst::Table::open(file, name.clone(), &table_opts)?;
         if !table.range_deletions().is_empty() {
             return Err(Error::NotSupported(format!(
                 "{name}: ingesting a table that holds range deletions"
@@ -224,6 +271,11 @@ impl DbInner {
                 continue;
             }
             if memtables_overlap(&st, smallest, largest, ucmp) {
+                if !opts.allow_blocking_flush {
+                    return Err(Error::invalid_argument(format!(
+                        "{name}: the memtable holds keys of its range, and flushing is not allowed"
+                    )));
+                }
                 MutexGuard::unlocked(&mut st, || self.flush_memtables())?;
                 continue;
             }
@@ -236,9 +288,16 @@ impl DbInner {
         // they could meet: the file is copied as it is, to the deepest
         // level (RocksDB links or copies it there too). Otherwise it is
         // rewritten with a sequence number of its own into level 0.
-        let placed = match self.copy_level(&st, &table, smallest, largest) {
+        let copy_level = self.copy_level(&st, &table, smallest, largest);
+        if copy_level.is_none() && !opts.allow_global_seqno {
+            st.pending_outputs.remove(&number);
+            return Err(Error::invalid_argument(format!(
+                "{name}: it overlaps data already in the database (or a snapshot or compaction is running) and would need a sequence number of its own, which is not allowed"
+            )));
+        }
+        let placed = match copy_level {
             Some(level) => self
-                .copy_in(path, number, level, &first, &last)
+                .copy_in(path, number, level, &first, &last, opts.move_files)
                 .map(|file| (level, vec![file], None)),
             None => {
                 let seq = st.versions.last_sequence() + 1;
@@ -274,6 +333,12 @@ impl DbInner {
             return Err(e);
         }
         self.bg_work.notify_all();
+        drop(st);
+        if opts.move_files {
+            // In the database now: the original name goes (as RocksDB
+            // unlinks a moved file).
+            self.fs.remove(path)?;
+        }
         Ok(())
     }
 
@@ -322,9 +387,14 @@ impl DbInner {
         level: usize,
         first: &InternalKey,
         last: &InternalKey,
+        move_file: bool,
     ) -> Result<crate::version::NewFile> {
         let to = super::filename::table_file_name(&self.dir, number);
-        crate::env::copy_file(self.fs.as_ref(), path, &to, u64::MAX)?;
+        if move_file {
+            self.fs.link_or_copy(path, &to)?;
+        } else {
+            crate::env::copy_file(self.fs.as_ref(), path, &to, u64::MAX)?;
+        }
         self.fs.sync_dir(&self.dir)?;
         let file_size = self.fs.file_size(&to)?;
         self.table_cache.get(number, file_size, level)?;

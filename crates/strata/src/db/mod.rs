@@ -35,7 +35,7 @@ use crate::key::SequenceNumber;
 
 use inner::DbInner;
 
-pub use ingest::SstFileWriter;
+pub use ingest::{IngestExternalFileOptions, SstFileWriter};
 pub use iterator::{DBIterator, DBRawIterator, Direction, IteratorMode};
 pub use live_files::{LiveFile, TableFileCheck};
 pub use merge_operator::{MergeFn, MergeOperands, MergeOperandsIter};
@@ -399,8 +399,20 @@ impl DB {
     /// sequence 0 (not one [`SstFileWriter`] made) is `InvalidArgument`;
     /// a file ordered by another comparator too.
     pub fn ingest_external_file<P: AsRef<Path>>(&self, paths: Vec<P>) -> Result<()> {
+        self.ingest_external_file_opts(&IngestExternalFileOptions::default(), paths)
+    }
+
+    /// [`DB::ingest_external_file`] with options: move the files instead of
+    /// copying them, and refuse (with `InvalidArgument`, nothing ingested
+    /// of that file) an ingestion that would need a flush or a sequence
+    /// number of its own.
+    pub fn ingest_external_file_opts<P: AsRef<Path>>(
+        &self,
+        opts: &IngestExternalFileOptions,
+        paths: Vec<P>,
+    ) -> Result<()> {
         let paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
-        self.inner.ingest_external_files(&paths)
+        self.inner.ingest_external_files(&paths, opts)
     }
 
     /// Compacts the key range `[start, end]` (None: unbounded) down the
