@@ -210,3 +210,36 @@ fn bad_restores_are_refused() {
     // An unknown backup.
     assert!(matches!(engine.verify_backup(9), Err(Error::NotFound(_))));
 }
+
+#[test]
+fn backups_hold_copies_and_restore_over_a_crashed_restore() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = TempDir::new("backup_copies");
+    let db = DB::open(&opts(), dir.0.join("db")).unwrap();
+    for i in 0..3000u32 {
+        db.put(format!("k{i:05}"), vec![b'v'; 40]).unwrap();
+    }
+    db.flush().unwrap();
+    let mut engine = engine(&dir.0.join("backups"));
+    engine.create_new_backup(&db).unwrap();
+    // A second engine on the directory is refused while one is open.
+    assert!(matches!(
+        BackupEngine::open(
+            &BackupEngineOptions::new(dir.0.join("backups")).unwrap(),
+            &Env::new().unwrap()
+        ),
+        Err(Error::Busy(_))
+    ));
+    // Shared tables are copies, not links to the live tables.
+    for e in std::fs::read_dir(dir.0.join("backups/shared")).unwrap() {
+        let m = e.unwrap().metadata().unwrap();
+        assert_eq!(m.nlink(), 1, "a backed-up table shares its bytes");
+    }
+    // What a restore interrupted by a crash leaves: tables, no CURRENT.
+    let to = dir.0.join("restored");
+    std::fs::create_dir_all(&to).unwrap();
+    std::fs::write(to.join("000009.sst"), b"half a table").unwrap();
+    std::fs::write(to.join("000010.log"), b"half a log").unwrap();
+    let want = contents(&db);
+    assert_eq!(restore(&mut engine, 1, &to), want);
+}

@@ -284,7 +284,8 @@ fn ingestion_options_move_and_refuse() {
     write_file(&opts, "/in/a.sst", &[("a", Some("1")), ("b", Some("2"))]);
     let mut moving = IngestExternalFileOptions::default();
     moving.set_move_files(true);
-    db.ingest_external_file_opts(&moving, vec!["/in/a.sst"]).unwrap();
+    db.ingest_external_file_opts(&moving, vec!["/in/a.sst"])
+        .unwrap();
     assert!(!fs.exists(Path::new("/in/a.sst")));
     assert_eq!(get(&db, "b").as_deref(), Some("2"));
     // Overlapping a table: refused without a sequence number of its own.
@@ -308,10 +309,17 @@ fn ingestion_options_move_and_refuse() {
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
     assert_eq!(get(&db, "p"), None);
     // With the defaults both go in, and survive a reopen.
-    db.ingest_external_file(vec!["/in/b.sst", "/in/c.sst"]).unwrap();
+    db.ingest_external_file(vec!["/in/b.sst", "/in/c.sst"])
+        .unwrap();
     drop(db);
     let db = DB::open(&opts, "/db").unwrap();
-    for (k, v) in [("a", "1"), ("b", "new"), ("p", "x"), ("q", "mem"), ("r", "y")] {
+    for (k, v) in [
+        ("a", "1"),
+        ("b", "new"),
+        ("p", "x"),
+        ("q", "mem"),
+        ("r", "y"),
+    ] {
         assert_eq!(get(&db, k).as_deref(), Some(v), "{k}");
     }
 }
@@ -328,7 +336,11 @@ fn ingested_keys_are_newer_than_a_range_deletion_in_the_memtable() {
     db.flush().unwrap();
     db.delete_range("a", "z").unwrap();
     assert_eq!(get(&db, "m"), None);
-    write_file(&opts, "/in/1.sst", &[("b", Some("in")), ("m", Some("back"))]);
+    write_file(
+        &opts,
+        "/in/1.sst",
+        &[("b", Some("in")), ("m", Some("back"))],
+    );
     db.ingest_external_file(vec!["/in/1.sst"]).unwrap();
     assert_eq!(get(&db, "b").as_deref(), Some("in"));
     assert_eq!(get(&db, "m").as_deref(), Some("back"));

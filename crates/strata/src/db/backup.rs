@@ -4,46 +4,50 @@
 //!
 //! ```text
 //! <backup dir>/
-//!   shared/<number>_<crc32c>_<size>.sst   table files, shared by backups
+//!   LOCK                                  held by the open BackupEngine
+//!   shared/<number>_<crc32c>_<xxh3>_<size>.sst
+//!                                         table files, shared by backups
 //!   private/<id>/                         the rest of backup <id>:
 //!                                         CURRENT, MANIFEST-*, *.log, OPTIONS-*
 //!   meta/<id>                             what backup <id> holds (below)
 //! ```
 //!
 //! A backup is a checkpoint ([`Checkpoint`]) made into `private/<id>.tmp`,
-//! whose tables then move to `shared/` under a name that says their
-//! number, size and CRC-32C (a table already there under that name is the
-//! same table: the new copy goes), after which the directory is renamed to
-//! `private/<id>` and the meta file is written: a backup exists once its
-//! meta file does. The meta file is text, one line per fact, the last line
-//! the CRC-32C of the lines before it:
+//! whose tables are then copied (never linked: a backup shares no bytes
+//! with the live database) to `shared/` under a name that says their
+//! number, CRC-32C, 64-bit XXH3 and size (a table already there under that
+//! name is the same table, and the new copy goes), after which the
+//! directory is renamed to `private/<id>` and the meta file is written: a
+//! backup exists once its meta file does, and from then on nothing of it
+//! is removed except by a purge, which removes the meta file first. The
+//! meta file is text, one line per fact, the last line the CRC-32C of the
+//! lines before it:
 //!
 //! ```text
 //! strata-backup 1
 //! timestamp <seconds since the epoch>
-//! sequence <last sequence number>
 //! file <path relative to the backup dir> <size> <crc32c as 8 hex digits>
 //! ...
 //! crc <crc32c of the text above, 8 hex digits>
 //! ```
 //!
 //! Tables are unchanged once written, so a table shared between backups is
-//! shared safely; where the file system allows, the checkpoint hard-links
-//! them, so a backup on the database's own file system costs little space
-//! (and does not survive that file system; put backups elsewhere for
-//! that). One `BackupEngine` at a time may use a backup directory.
+//! shared safely. One `BackupEngine` at a time may use a backup directory
+//! (its `LOCK` file; a second one gets `Busy`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::checkpoint::Checkpoint;
-use super::filename::{parse_file_name, table_file_name, FileType};
+use super::filename::{lock_file_name, parse_file_name, table_file_name, FileType};
 use super::DB;
 use crate::env::{FileSystem, PosixFileSystem};
 use crate::error::{Error, Result};
-use crate::Options;
 
 const META_MAGIC: &str = "strata-backup 1";
+
+/// The name a restore writes CURRENT under before renaming it.
+const RESTORE_CURRENT_TMP: &str = "CURRENT.restore-tmp";
 
 /// The environment backups go through: the file system of the backup
 /// directory (the `rocksdb` crate's `Env`). The database being backed up
@@ -150,6 +154,7 @@ struct Meta {
 pub struct BackupEngine {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
+    _lock: Box<dyn crate::env::FileLock>,
 }
 
 impl std::fmt::Debug for BackupEngine {
@@ -162,20 +167,29 @@ impl std::fmt::Debug for BackupEngine {
 
 impl BackupEngine {
     /// Opens (creating it if needed) the backup directory of `opts`.
+    /// `Busy` if another engine has it open.
     pub fn open(opts: &BackupEngineOptions, env: &Env) -> Result<BackupEngine> {
-        let engine = BackupEngine {
-            fs: env.fs.clone(),
-            dir: opts.dir.clone(),
-        };
+        let fs = env.fs.clone();
+        let dir = opts.dir.clone();
         for sub in ["shared", "private", "meta"] {
-            engine.fs.create_dir_all(&engine.dir.join(sub))?;
+            fs.create_dir_all(&dir.join(sub))?;
         }
+        let lock = fs.lock(&dir.join("LOCK"))?;
+        let engine = BackupEngine {
+            fs,
+            dir,
+            _lock: lock,
+        };
+        // Leftovers of a backup or purge a crash interrupted.
+        engine.collect_garbage()?;
         Ok(engine)
     }
 
-    /// Backs `db` up as a new backup, flushing its memtable first.
+    /// Backs `db` up as a new backup, without flushing it first (its
+    /// unflushed writes are in the backup's copy of the logs), as the
+    /// `rocksdb` crate's `create_new_backup`.
     pub fn create_new_backup(&mut self, db: &DB) -> Result<()> {
-        self.create_new_backup_flush(db, true)
+        self.create_new_backup_flush(db, false)
     }
 
     /// Backs `db` up as a new backup; without `flush_before_backup`, the
@@ -185,7 +199,9 @@ impl BackupEngine {
         let tmp = self.dir.join("private").join(format!("{id}.tmp"));
         remove_tree(&*self.fs, &tmp);
         let result = self.create(db, id, &tmp, flush_before_backup);
-        if result.is_err() {
+        // A backup whose meta file is in place exists, whatever failed
+        // after (a directory sync): nothing of it may go.
+        if result.is_err() && !self.fs.exists(&self.dir.join("meta").join(id.to_string())) {
             remove_tree(&*self.fs, &tmp);
             remove_tree(&*self.fs, &self.dir.join("private").join(id.to_string()));
         }
@@ -194,34 +210,39 @@ impl BackupEngine {
 
     fn create(&self, db: &DB, id: u32, tmp: &Path, flush: bool) -> Result<()> {
         Checkpoint::new(db)?.create(tmp, flush)?;
-        let sequence = db.latest_sequence_number();
         let private = format!("private/{id}");
         let mut files = Vec::new();
         let mut names = self.fs.list(tmp)?;
         names.sort();
         for name in names {
             let path = tmp.join(&name);
-            let (size, crc) = checksum(&*self.fs, &path)?;
             match parse_file_name(&name) {
                 Some((FileType::Table, number)) => {
-                    let shared = format!("shared/{number:06}_{crc:08x}_{size}.sst");
+                    // The checkpoint linked the live table: copy its bytes.
+                    let staging = self.dir.join("shared").join(format!("{name}.{id}.tmp"));
+                    let (size, crc, hash) = copy_hashing(&*self.fs, &path, Some(&staging))?;
+                    let shared = format!("shared/{number:06}_{crc:08x}_{hash:016x}_{size}.sst");
                     let to = self.dir.join(&shared);
-                    if self.fs.exists(&to) && self.fs.file_size(&to)? == size {
-                        self.fs.remove(&path)?;
+                    if self.fs.exists(&to) {
+                        self.fs.remove(&staging)?;
                     } else {
-                        self.fs.rename(&path, &to)?;
+                        self.fs.rename(&staging, &to)?;
                     }
+                    self.fs.remove(&path)?;
                     files.push(BackupFile {
                         path: shared,
                         size,
                         crc,
                     });
                 }
-                _ => files.push(BackupFile {
-                    path: format!("{private}/{name}"),
-                    size,
-                    crc,
-                }),
+                _ => {
+                    let (size, crc, _) = copy_hashing(&*self.fs, &path, None)?;
+                    files.push(BackupFile {
+                        path: format!("{private}/{name}"),
+                        size,
+                        crc,
+                    });
+                }
             }
         }
         self.fs.sync_dir(&self.dir.join("shared"))?;
@@ -232,7 +253,7 @@ impl BackupEngine {
             timestamp: crate::sst::TableProperties::now_secs() as i64,
             files,
         };
-        let text = meta.encode(sequence);
+        let text = meta.encode();
         crate::env::write_file_atomic(
             &*self.fs,
             &self.dir.join("meta").join(id.to_string()),
@@ -256,7 +277,8 @@ impl BackupEngine {
             .ok_or_else(|| Error::invalid_argument("backup numbers exhausted"))
     }
 
-    /// The backups, oldest first.
+    /// The backups, oldest first (a backup whose meta file is damaged is
+    /// left out; `verify_backup` reports it).
     pub fn get_backup_info(&self) -> Vec<BackupEngineInfo> {
         self.ids()
             .unwrap_or_default()
@@ -319,7 +341,7 @@ impl BackupEngine {
                 format!("backup {id}: the file is missing"),
             ));
         }
-        let (size, crc) = checksum(&*self.fs, &path)?;
+        let (size, crc, _) = copy_hashing(&*self.fs, &path, None)?;
         if size != f.size || crc != f.crc {
             return Err(Error::corruption(
                 &shown,
@@ -340,19 +362,26 @@ impl BackupEngine {
         wal_dir: W,
         opts: &RestoreOptions,
     ) -> Result<()> {
+        // The newest backup whose meta file is sound.
         let latest = self
             .ids()?
-            .pop()
+            .into_iter()
+            .rev()
+            .find(|&id| self.meta(id).is_ok())
             .ok_or_else(|| Error::NotFound(format!("no backup in {}", self.dir.display())))?;
         self.restore_from_backup(db_dir, wal_dir, opts, latest)
     }
 
-    /// Restores backup `backup_id` into `db_dir`: the database files there
-    /// are removed first (`Busy` if a database there is open), every file
-    /// is checked against its recorded size and CRC-32C as it is copied
-    /// (`Corruption` otherwise, and nothing is left that opens as a
-    /// database), and CURRENT comes last. Strata keeps its logs with the
-    /// database: `wal_dir` must be `db_dir` (`InvalidArgument` otherwise).
+    /// Restores backup `backup_id` into `db_dir`. The backup is verified
+    /// first (`Corruption` naming the damaged file, and `db_dir` is left
+    /// as it was); then, holding the directory's lock (`Busy` if a
+    /// database there is open), the database files in `db_dir` (of a
+    /// database, or of a restore a crash interrupted) are removed, every
+    /// file is copied and checked again against its size and CRC-32C, and
+    /// CURRENT is put in place last, atomically: a failure at any point
+    /// leaves nothing that opens as a database. Strata keeps its logs with
+    /// the database: `wal_dir` must be `db_dir` (`InvalidArgument`
+    /// otherwise).
     pub fn restore_from_backup<D: AsRef<Path>, W: AsRef<Path>>(
         &mut self,
         db_dir: D,
@@ -369,18 +398,26 @@ impl BackupEngine {
             )));
         }
         let meta = self.meta(backup_id)?;
-        let mut opts = Options::default();
-        opts.set_file_system(self.fs.clone());
-        DB::destroy(&opts, db_dir)?;
+        for f in &meta.files {
+            self.check_file(backup_id, f)?;
+        }
         self.fs.create_dir_all(db_dir)?;
+        let _lock = self.fs.lock(&lock_file_name(db_dir))?;
+        for name in self.fs.list(db_dir)? {
+            if parse_file_name(&name).is_some_and(|(kind, _)| kind != FileType::Lock)
+                || name == RESTORE_CURRENT_TMP
+            {
+                self.fs.remove(&db_dir.join(&name))?;
+            }
+        }
+        self.fs.sync_dir(db_dir)?;
         let mut created = Vec::new();
         let result = self.restore_files(backup_id, &meta, db_dir, &mut created);
         if result.is_err() {
-            // What this restore wrote goes; the directory too if empty.
+            // What this restore wrote goes.
             for path in &created {
                 let _ = self.fs.remove(path);
             }
-            let _ = self.fs.remove_dir(db_dir);
         }
         result
     }
@@ -423,8 +460,11 @@ impl BackupEngine {
                 "the backup holds no CURRENT file",
             )
         })?;
-        created.push(db_dir.join("CURRENT"));
-        self.copy_checked(id, current, &db_dir.join("CURRENT"))?;
+        self.fs.sync_dir(db_dir)?;
+        let tmp = db_dir.join(RESTORE_CURRENT_TMP);
+        created.push(tmp.clone());
+        self.copy_checked(id, current, &tmp)?;
+        self.fs.rename(&tmp, &db_dir.join("CURRENT"))?;
         self.fs.sync_dir(db_dir)
     }
 
@@ -433,9 +473,12 @@ impl BackupEngine {
     fn copy_checked(&self, id: u32, f: &BackupFile, to: &Path) -> Result<()> {
         let from = self.dir.join(&f.path);
         let shown = from.display().to_string();
-        let mut src = self.fs.open_sequential(&from).map_err(|e| match e {
-            Error::NotFound(_) => Error::corruption(&shown, 0, format!("backup {id}: missing")),
-            e => e,
+        let mut src = self.fs.open_sequential(&from).map_err(|e| {
+            if e.is_not_found() {
+                Error::corruption(&shown, 0, format!("backup {id}: the file is missing"))
+            } else {
+                e
+            }
         })?;
         let mut dst = self.fs.create(to)?;
         let mut buf = vec![0u8; 1 << 20];
@@ -468,23 +511,29 @@ impl BackupEngine {
         let ids = self.ids()?;
         let doomed = ids.len().saturating_sub(num_backups_to_keep);
         for &id in &ids[..doomed] {
-            // The meta file first: a backup without it is gone.
+            // The meta files first, durably: a backup without one is gone,
+            // and only then may its files go.
             self.fs
                 .remove(&self.dir.join("meta").join(id.to_string()))?;
-            remove_tree(&*self.fs, &self.dir.join("private").join(id.to_string()));
         }
         self.fs.sync_dir(&self.dir.join("meta"))?;
         self.collect_garbage()
     }
 
     /// Removes shared tables no backup holds, and leftovers of failed
-    /// backups.
+    /// backups and purges. A backup whose meta file cannot be read keeps
+    /// everything: its files are not known.
     fn collect_garbage(&self) -> Result<()> {
         let ids = self.ids()?;
         let mut live = std::collections::HashSet::new();
         for &id in &ids {
             for f in self.meta(id)?.files {
                 live.insert(f.path);
+            }
+        }
+        for name in self.fs.list(&self.dir.join("meta"))? {
+            if name.parse::<u32>().is_err() {
+                self.fs.remove(&self.dir.join("meta").join(&name))?;
             }
         }
         for name in self.fs.list(&self.dir.join("shared"))? {
@@ -503,11 +552,8 @@ impl BackupEngine {
 }
 
 impl Meta {
-    fn encode(&self, sequence: u64) -> String {
-        let mut text = format!(
-            "{META_MAGIC}\ntimestamp {}\nsequence {sequence}\n",
-            self.timestamp
-        );
+    fn encode(&self) -> String {
+        let mut text = format!("{META_MAGIC}\ntimestamp {}\n", self.timestamp);
         for f in &self.files {
             text.push_str(&format!("file {} {} {:08x}\n", f.path, f.size, f.crc));
         }
@@ -546,10 +592,12 @@ impl Meta {
                 (Some("timestamp"), Some(t), None, None) => {
                     meta.timestamp = t.parse().map_err(|_| corrupt("bad timestamp"))?
                 }
-                (Some("sequence"), Some(_), None, None) => {}
                 (Some("file"), Some(path), Some(size), Some(crc)) => {
                     let safe = (path.starts_with("shared/") || path.starts_with("private/"))
-                        && !path.split('/').any(|c| c == ".." || c.is_empty());
+                        && !path.contains('\\')
+                        && !path
+                            .split('/')
+                            .any(|c| c.is_empty() || c == "." || c == "..");
                     if !safe {
                         return Err(corrupt("a file path outside the backup directory"));
                     }
@@ -566,19 +614,33 @@ impl Meta {
     }
 }
 
-/// Size and CRC-32C of a file.
-fn checksum(fs: &dyn FileSystem, path: &Path) -> Result<(u64, u32)> {
+/// Size, CRC-32C and XXH3-64 of a file, copied (and synced) to `to` on
+/// the way if given.
+fn copy_hashing(fs: &dyn FileSystem, path: &Path, to: Option<&Path>) -> Result<(u64, u32, u64)> {
     let mut file = fs.open_sequential(path)?;
+    let mut dst = match to {
+        Some(to) => Some(fs.create(to)?),
+        None => None,
+    };
     let mut buf = vec![0u8; 1 << 20];
     let (mut size, mut crc) = (0u64, 0u32);
+    let mut xxh = xxhash_rust::xxh3::Xxh3::new();
     loop {
         let n = file.read(&mut buf)?;
         if n == 0 {
-            return Ok((size, crc));
+            break;
         }
         crc = crc32c::crc32c_append(crc, &buf[..n]);
+        xxh.update(&buf[..n]);
         size += n as u64;
+        if let Some(dst) = &mut dst {
+            dst.append(&buf[..n])?;
+        }
     }
+    if let Some(mut dst) = dst {
+        dst.sync()?;
+    }
+    Ok((size, crc, xxh.digest()))
 }
 
 /// Removes a directory of files (one level), ignoring what is not there.
@@ -612,7 +674,7 @@ mod tests {
                 },
             ],
         };
-        let text = meta.encode(42);
+        let text = meta.encode();
         let back = Meta::decode(text.as_bytes(), "m").unwrap();
         assert_eq!(back.files, meta.files);
         assert_eq!(back.timestamp, meta.timestamp);
@@ -631,6 +693,6 @@ mod tests {
                 crc: 1,
             }],
         };
-        assert!(Meta::decode(evil.encode(1).as_bytes(), "m").is_err());
+        assert!(Meta::decode(evil.encode().as_bytes(), "m").is_err());
     }
 }
