@@ -15,7 +15,7 @@ use crate::key::{
     TRAILER_BYTES,
 };
 use crate::memtable::{MemTable, MemTableGet};
-use crate::range_del::{FragmentedRangeTombstones, RangeDelView};
+use crate::range_del::{FragmentedRangeTombstones, RangeDelView, RangeTombstone, SkipCovered};
 use crate::sst::filter::filter_hash;
 use crate::sst::BlockPropertyFilter;
 use crate::version::{FileMetaData, Version, NUM_LEVELS};
@@ -364,15 +364,7 @@ impl DbInner {
         for level in 0..NUM_LEVELS {
             for f in v.files(level) {
                 if f.has_range_deletions {
-                    let own = match f.range_dels.get() {
-                        Some(own) => own.clone(),
-                        None => {
-                            let table = self.table_cache.get_for(f, level)?;
-                            let own: Arc<[_]> = table.range_deletions().into();
-                            f.range_dels.get_or_init(|| own).clone()
-                        }
-                    };
-                    all.extend_from_slice(&own);
+                    all.extend_from_slice(&self.table_range_deletions(f, level)?);
                 }
             }
         }
@@ -381,35 +373,82 @@ impl DbInner {
         Ok((!list.is_empty()).then(|| list.clone()))
     }
 
-    /// A merged iterator over every memtable and table of `sv`.
+    /// A merged iterator over every memtable and table of `sv`, for a
+    /// read at `read_seq` (sources skip what newer sources' range
+    /// deletions visible to it delete).
     pub(crate) fn internal_iter(
         self: &Arc<Self>,
         sv: &SuperVersion,
+        read_seq: SequenceNumber,
         fill_cache: bool,
         filters: &[Arc<dyn BlockPropertyFilter>],
     ) -> Result<MergingIterator> {
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-        children.push(Box::new(sv.mem.iter()));
-        for m in &sv.imm {
-            children.push(Box::new(m.iter()));
+        // The range deletions of the sources already added (all newer
+        // than the next), fragmented for each source that follows them.
+        let mut newer: Vec<RangeTombstone> = Vec::new();
+        let mut add = |child: Box<dyn InternalIterator>, own: &[RangeTombstone]| {
+            let child: Box<dyn InternalIterator> = if newer.is_empty() {
+                child
+            } else {
+                let list = FragmentedRangeTombstones::new(&newer, self.user_cmp.clone());
+                Box::new(SkipCovered::new(child, Arc::new(list), read_seq))
+            };
+            children.push(child);
+            newer.extend_from_slice(own);
+        };
+        for m in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
+            let own = match m.num_range_deletions() {
+                0 => Vec::new(),
+                _ => m.range_deletion_list(),
+            };
+            add(Box::new(m.iter()), &own);
         }
+        // Whether any table holds range deletions: cached per version.
+        let tables_have = self.version_range_deletions(&sv.version)?.is_some();
         for f in sv.version.files(0) {
-            children.push(Box::new(
-                self.table_cache
-                    .get_for(f, 0)?
-                    .iter_opt(fill_cache)
-                    .with_filters(filters),
-            ));
+            let own = match f.has_range_deletions {
+                true => self.table_range_deletions(f, 0)?.to_vec(),
+                false => Vec::new(),
+            };
+            let table = self.table_cache.get_for(f, 0)?;
+            add(
+                Box::new(table.iter_opt(fill_cache).with_filters(filters)),
+                &own,
+            );
         }
         for level in 1..NUM_LEVELS {
             if sv.version.num_files(level) > 0 {
-                children.push(Box::new(
-                    LevelIterator::new(self.clone(), sv.version.clone(), level, fill_cache)
-                        .with_filters(filters),
-                ));
+                let mut own = Vec::new();
+                for f in sv.version.files(level).iter().filter(|_| tables_have) {
+                    if f.has_range_deletions {
+                        own.extend_from_slice(&self.table_range_deletions(f, level)?);
+                    }
+                }
+                add(
+                    Box::new(
+                        LevelIterator::new(self.clone(), sv.version.clone(), level, fill_cache)
+                            .with_filters(filters),
+                    ),
+                    &own,
+                );
             }
         }
         let icmp: Arc<dyn Comparator> = Arc::new(self.icmp.clone());
         Ok(MergingIterator::new(icmp, children))
+    }
+
+    /// The range deletions of table `f` of `level`, read once per file.
+    fn table_range_deletions(
+        &self,
+        f: &FileMetaData,
+        level: usize,
+    ) -> Result<Arc<[RangeTombstone]>> {
+        if let Some(own) = f.range_dels.get() {
+            return Ok(own.clone());
+        }
+        let table = self.table_cache.get_for(f, level)?;
+        let own: Arc<[RangeTombstone]> = table.range_deletions().into();
+        Ok(f.range_dels.get_or_init(|| own).clone())
     }
 }
