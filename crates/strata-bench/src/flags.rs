@@ -187,6 +187,10 @@ define_flags! {
     disable_auto_compactions: bool = false;
     /// Background threads for flushes and compactions.
     max_background_jobs: i32 = 2;
+    /// Bytes per second flushes and compactions may write; 0: no limit.
+    rate_limiter_bytes_per_sec: i64 = 0;
+    /// Refill period of the rate limiter, in microseconds.
+    rate_limiter_refill_period_us: i64 = 100000;
     /// RocksDB: write the log of the next write group while the previous one fills the memtable. Strata commits a group with one leader either way.
     enable_pipelined_write: bool = true;
     /// Table files kept open; -1: no limit.

@@ -147,6 +147,8 @@ pub struct EngineConfig {
     pub level0_stop_writes_trigger: i32,
     pub disable_auto_compactions: bool,
     pub max_background_jobs: i32,
+    /// `--rate_limiter_bytes_per_sec` (0: none) and its refill period.
+    pub rate_limiter: (i64, i64),
     pub enable_pipelined_write: bool,
     /// RocksDB's perf level in every benchmark thread (1..=6).
     pub perf_level: i32,
@@ -211,6 +213,10 @@ impl EngineConfig {
             level0_stop_writes_trigger: f.level0_stop_writes_trigger,
             disable_auto_compactions: f.disable_auto_compactions,
             max_background_jobs: f.max_background_jobs,
+            rate_limiter: (
+                f.rate_limiter_bytes_per_sec,
+                f.rate_limiter_refill_period_us,
+            ),
             enable_pipelined_write: f.enable_pipelined_write,
             perf_level: if (PERF_LEVEL_DISABLE..PERF_LEVEL_OUT_OF_BOUNDS).contains(&f.perf_level) {
                 f.perf_level

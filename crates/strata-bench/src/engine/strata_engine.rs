@@ -80,6 +80,10 @@ fn options(cfg: &EngineConfig, create: bool) -> Result<Options> {
     o.set_level_zero_stop_writes_trigger(cfg.level0_stop_writes_trigger);
     o.set_disable_auto_compactions(cfg.disable_auto_compactions);
     o.set_max_background_jobs(cfg.max_background_jobs);
+    if cfg.rate_limiter.0 > 0 {
+        // db_bench's fairness: 10.
+        o.set_ratelimiter(cfg.rate_limiter.0, cfg.rate_limiter.1, 10);
+    }
     o.set_max_open_files(cfg.open_files);
     o.set_compression_type(match cfg.compression {
         Compression::None => DBCompressionType::None,

@@ -258,6 +258,7 @@ pub struct Options {
     pub(crate) merge_operator: Option<Arc<MergeOperator>>,
     pub(crate) stream_aware_cutting: bool,
     pub(crate) packed: Option<PackedTableOptions>,
+    pub(crate) rate_limiter: Option<Arc<crate::env::rate_limiter::RateLimiter>>,
 }
 
 impl std::fmt::Debug for Options {
@@ -310,6 +311,7 @@ impl Default for Options {
             merge_operator: None,
             stream_aware_cutting: true,
             packed: None,
+            rate_limiter: None,
         }
     }
 }
@@ -550,6 +552,34 @@ impl Options {
     pub(crate) fn same_table_format(&self, a: usize, b: usize) -> bool {
         self.packed_at(a) == self.packed_at(b)
     }
+    /// Limits the bytes flushes and compactions write to
+    /// `rate_bytes_per_sec` (the `rocksdb` crate's `set_ratelimiter`):
+    /// their table writes take tokens from a bucket refilled every
+    /// `refill_period_us` microseconds (RocksDB's default is 100,000)
+    /// with that period's share of the rate; the log and the manifest are
+    /// not limited. All limited writes are of one priority here, so
+    /// `fairness` (RocksDB's share for low-priority requests) changes
+    /// nothing. A rate of 0 or less removes the limit. Databases opened
+    /// with clones of these options share one limiter, as in RocksDB.
+    pub fn set_ratelimiter(
+        &mut self,
+        rate_bytes_per_sec: i64,
+        refill_period_us: i64,
+        fairness: i32,
+    ) {
+        let _ = fairness;
+        self.rate_limiter = (rate_bytes_per_sec > 0).then(|| {
+            let period = match refill_period_us {
+                p if p > 0 => std::time::Duration::from_micros(p as u64),
+                _ => std::time::Duration::from_millis(100),
+            };
+            Arc::new(crate::env::rate_limiter::RateLimiter::new(
+                rate_bytes_per_sec as u64,
+                period,
+            ))
+        });
+    }
+
     /// The file system all files go through (default: the OS's).
     pub fn set_file_system(&mut self, fs: Arc<dyn FileSystem>) {
         self.fs = fs;

@@ -106,7 +106,10 @@ impl<'a, F: FnMut() -> u64> TableOutputs<'a, F> {
                 let number = (self.next_number)();
                 self.numbers.push(number);
                 let path = table_file_name(&self.db.dir, number);
-                let file = self.db.fs.create(&path)?;
+                let mut file = self.db.fs.create(&path)?;
+                if let Some(limiter) = &self.db.opts.rate_limiter {
+                    file = crate::env::rate_limiter::RateLimitedFile::wrap(file, limiter.clone());
+                }
                 let mut builder = TableWriter::new(
                     self.db.opts.table_options(),
                     // Packed tables hold no range deletions: an output

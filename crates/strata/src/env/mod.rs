@@ -11,6 +11,7 @@
 mod fault;
 mod memory;
 mod posix;
+pub(crate) mod rate_limiter;
 
 pub use fault::{CrashMode, FaultInjectionFileSystem, FaultRule, FaultStats, FileOp};
 pub use memory::MemFileSystem;
