@@ -16,7 +16,8 @@ if [[ ! -d corpus/table_file ]]; then
     bench=../target/release/strata-bench
     i=0
     for flags in "--compression_type=none" "--compression_type=snappy --use_data_block_hash_index=1" \
-        "--compression_type=zstd --bloom_bits=10" "--table_format=packed"; do
+        "--compression_type=zstd --bloom_bits=10" "--table_format=packed" \
+        "--compression_type=none --writes_per_range_tombstone=20 --max_num_range_tombstones=15 --range_tombstone_width=7"; do
         i=$((i + 1))
         # shellcheck disable=SC2086
         "$bench" --db="$seeds/db$i" --benchmarks=fillrandom,overwrite,flush --num=300 --value_size=20 \

@@ -139,12 +139,41 @@ pub fn compress_block(kind: CompressionType, raw: &[u8], out: &mut Vec<u8>) -> C
 }
 
 /// Decompresses a block payload. `file` and `offset` locate it for errors.
+#[cfg(test)]
 pub fn decompress_block(
     kind: CompressionType,
     data: &[u8],
     file: &str,
     offset: u64,
 ) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    decompress_block_into(kind, data, file, offset, &mut out)?;
+    Ok(out)
+}
+
+/// The size a block of `kind` holding `data` says it decompresses to (a
+/// hint for its buffer: `data.len()` when unreadable, as the decompression
+/// reports that itself).
+pub(crate) fn uncompressed_len_hint(kind: CompressionType, data: &[u8]) -> usize {
+    match kind {
+        CompressionType::None => data.len(),
+        CompressionType::Snappy => snap::raw::decompress_len(data).unwrap_or(data.len()),
+        CompressionType::Lz4 | CompressionType::Zstd => decode_varint32(data)
+            .map(|(n, _)| n as usize)
+            .unwrap_or(data.len()),
+    }
+    .min(BLOCK_SIZE_BYTES_MAX)
+}
+
+/// [`decompress_block`] into `out`, reusing its allocation: `out` becomes
+/// the block (its old contents are overwritten, not zeroed first).
+pub(crate) fn decompress_block_into(
+    kind: CompressionType,
+    data: &[u8],
+    file: &str,
+    offset: u64,
+    out: &mut Vec<u8>,
+) -> Result<()> {
     let corrupt = |what: String| Error::corruption(file, offset, what);
     let check_len = |n: usize| -> Result<usize> {
         if n > BLOCK_SIZE_BYTES_MAX {
@@ -160,40 +189,43 @@ pub fn decompress_block(
         Ok((check_len(n as usize)?, used))
     };
     match kind {
-        CompressionType::None => Ok(data.to_vec()),
+        CompressionType::None => {
+            out.clear();
+            out.extend_from_slice(data);
+            Ok(())
+        }
         CompressionType::Snappy => {
             let n = snap::raw::decompress_len(data)
                 .map_err(|e| corrupt(format!("snappy header: {e}")))?;
-            let mut out = vec![0u8; check_len(n)?];
+            // Zero-fills only what the buffer grows by.
+            out.resize(check_len(n)?, 0);
             let got = snap::raw::Decoder::new()
-                .decompress(data, &mut out)
+                .decompress(data, out)
                 .map_err(|e| corrupt(format!("snappy: {e}")))?;
             if got != n {
                 return Err(corrupt(format!("snappy: expected {n} bytes, got {got}")));
             }
-            Ok(out)
+            Ok(())
         }
         CompressionType::Lz4 => {
             let (n, used) = prefixed_len()?;
-            let mut out = vec![0u8; n];
-            let got = lz4_flex::block::decompress_into(&data[used..], &mut out)
+            out.resize(n, 0);
+            let got = lz4_flex::block::decompress_into(&data[used..], out)
                 .map_err(|e| corrupt(format!("lz4: {e}")))?;
             if got != n {
                 return Err(corrupt(format!("lz4: expected {n} bytes, got {got}")));
             }
-            Ok(out)
+            Ok(())
         }
         CompressionType::Zstd => {
             let (n, used) = prefixed_len()?;
-            let out = zstd::bulk::decompress(&data[used..], n)
+            out.resize(n, 0);
+            let got = zstd::bulk::decompress_to_buffer(&data[used..], out)
                 .map_err(|e| corrupt(format!("zstd: {e}")))?;
-            if out.len() != n {
-                return Err(corrupt(format!(
-                    "zstd: expected {n} bytes, got {}",
-                    out.len()
-                )));
+            if got != n {
+                return Err(corrupt(format!("zstd: expected {n} bytes, got {got}")));
             }
-            Ok(out)
+            Ok(())
         }
     }
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::compression::{decompress_block, CompressionType};
+use crate::compression::CompressionType;
 use crate::env::RandomAccessFile;
 use crate::error::{Error, Result};
 use crate::limits::BLOCK_SIZE_BYTES_MAX;
@@ -210,15 +210,11 @@ pub(crate) fn decode_block(raw: &[u8], name: &Arc<str>, handle: BlockHandle) -> 
         let Some(kind) = CompressionType::from_byte(kind_byte) else {
             return Err(corrupt(format!("unknown compression type {kind_byte}")));
         };
-        if kind == CompressionType::None {
-            return Ok(Bytes::copy_from_slice(&buf[..n]));
-        }
-        Ok(Bytes::from(decompress_block(
-            kind,
-            &buf[..n],
-            name,
-            handle.offset,
-        )?))
+        // Into a recycled buffer (see `util/block_buf.rs`).
+        let hint = crate::compression::uncompressed_len_hint(kind, &buf[..n]);
+        let mut out = crate::util::block_buf::take(hint);
+        crate::compression::decompress_block_into(kind, &buf[..n], name, handle.offset, &mut out)?;
+        Ok(crate::util::block_buf::into_bytes(out))
     }
 }
 
