@@ -370,3 +370,46 @@ fn a_truncated_table_is_found_at_open_with_both_sizes() {
     assert_corruption_in(&e, &table, "first read");
     assert_eq!(e.to_string(), msg);
 }
+
+/// `ReadOptions::set_verify_checksums(false)` skips the check of the data
+/// blocks a read takes from files: a flipped value byte is then read as it
+/// is, where the default read reports `Corruption` naming the file.
+#[test]
+fn verify_checksums_false_skips_the_data_block_check() {
+    let dir = std::env::temp_dir().join(format!("strata-verify-off-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut opts = strata_kv::Options::default();
+    opts.create_if_missing(true);
+    opts.set_compression_type(strata_kv::DBCompressionType::None);
+    let value = vec![b'a'; 100];
+    {
+        let db = strata_kv::DB::open(&opts, &dir).unwrap();
+        db.put(b"key", &value).unwrap();
+        db.flush().unwrap();
+    }
+    let table = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "sst"))
+        .unwrap();
+    let mut bytes = std::fs::read(&table).unwrap();
+    let at = bytes.windows(100).position(|w| w == &value[..]).unwrap();
+    bytes[at + 50] = b'b';
+    std::fs::write(&table, bytes).unwrap();
+    let db = strata_kv::DB::open(&opts, &dir).unwrap();
+    let mut no_check = strata_kv::ReadOptions::default();
+    no_check.set_verify_checksums(false);
+    no_check.fill_cache(false);
+    let got = db.get_opt(b"key", &no_check).unwrap().unwrap();
+    assert_eq!(got[50], b'b');
+    let mut it = db.raw_iterator_opt(no_check);
+    it.seek_to_first();
+    assert_eq!(it.value().map(|v| v[50]), Some(b'b'));
+    drop(it);
+    match db.get(b"key") {
+        Err(strata_kv::Error::Corruption { file, .. }) => assert!(file.contains(".sst"), "{file}"),
+        other => panic!("expected Corruption, got {other:?}"),
+    }
+    drop(db);
+    let _ = std::fs::remove_dir_all(&dir);
+}

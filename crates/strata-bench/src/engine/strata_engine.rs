@@ -42,9 +42,6 @@ pub fn check(cfg: &EngineConfig) -> Result<()> {
             "plain is RocksDB's PlainTable; Strata's in-memory format is --table_format=packed",
         );
     }
-    if !cfg.verify_checksum {
-        return refuse("verify_checksum=0", "Strata verifies every block it reads");
-    }
     Ok(())
 }
 

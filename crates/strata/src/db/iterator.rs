@@ -44,6 +44,8 @@ use super::DB;
 /// ```
 pub struct DBRawIterator<'a> {
     iter: DBIter,
+    /// `ReadOptions::set_verify_checksums`, applied around every step.
+    verify_checksums: bool,
     /// Positionings and steps not yet added to the database's counter.
     steps: u64,
     // Declared after `iter` so it drops last, when it may hold the last
@@ -110,6 +112,7 @@ impl<'a> DBRawIterator<'a> {
         .with_prefix_same_as_start(ro.prefix_same_as_start && !ro.total_order_seek);
         DBRawIterator {
             iter,
+            verify_checksums: ro.verify_checksums,
             steps: 0,
             _version: VersionRef {
                 db: db.clone(),
@@ -142,26 +145,31 @@ impl<'a> DBRawIterator<'a> {
     /// Positions at the first key.
     pub fn seek_to_first(&mut self) {
         self.step();
+        let _verify = crate::sst::ChecksumMode::set(self.verify_checksums);
         self.iter.seek_to_first();
     }
     /// Positions at the last key.
     pub fn seek_to_last(&mut self) {
         self.step();
+        let _verify = crate::sst::ChecksumMode::set(self.verify_checksums);
         self.iter.seek_to_last();
     }
     /// Positions at the first key >= `key`.
     pub fn seek<K: AsRef<[u8]>>(&mut self, key: K) {
         self.step();
+        let _verify = crate::sst::ChecksumMode::set(self.verify_checksums);
         self.iter.seek(key.as_ref());
     }
     /// Positions at the last key <= `key`.
     pub fn seek_for_prev<K: AsRef<[u8]>>(&mut self, key: K) {
         self.step();
+        let _verify = crate::sst::ChecksumMode::set(self.verify_checksums);
         self.iter.seek_for_prev(key.as_ref());
     }
     /// Moves to the next key.
     pub fn next(&mut self) {
         self.step();
+        let _verify = crate::sst::ChecksumMode::set(self.verify_checksums);
         if self.iter.valid() {
             self.iter.next();
         }
@@ -169,6 +177,7 @@ impl<'a> DBRawIterator<'a> {
     /// Moves to the previous key.
     pub fn prev(&mut self) {
         self.step();
+        let _verify = crate::sst::ChecksumMode::set(self.verify_checksums);
         if self.iter.valid() {
             self.iter.prev();
         }
@@ -208,6 +217,7 @@ impl<'a> DBRawIterator<'a> {
     /// ```
     pub fn next_prefix(&mut self) {
         self.step();
+        let _verify = crate::sst::ChecksumMode::set(self.verify_checksums);
         if self.iter.valid() {
             self.iter.next_prefix();
         }
@@ -218,6 +228,7 @@ impl<'a> DBRawIterator<'a> {
     /// apply.
     pub fn prev_prefix(&mut self) {
         self.step();
+        let _verify = crate::sst::ChecksumMode::set(self.verify_checksums);
         if self.iter.valid() {
             self.iter.prev_prefix();
         }

@@ -261,6 +261,7 @@ impl DB {
         key: K,
         ro: &ReadOptions,
     ) -> Result<Option<DBPinnableSlice>> {
+        let _verify = crate::sst::ChecksumMode::set(ro.verify_checksums);
         self.inner.get(key.as_ref(), ro.snapshot, ro.fill_cache)
     }
 
@@ -296,6 +297,7 @@ impl DB {
     ) -> Vec<Result<Option<Vec<u8>>>> {
         let keys: Vec<K> = keys.into_iter().collect();
         let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
+        let _verify = crate::sst::ChecksumMode::set(ro.verify_checksums);
         copied(
             self.inner
                 .multi_get(&refs, false, ro.snapshot, ro.fill_cache),
@@ -332,6 +334,7 @@ impl DB {
         I: IntoIterator<Item = &'a K>,
     {
         let refs: Vec<&[u8]> = keys.into_iter().map(|k| k.as_ref()).collect();
+        let _verify = crate::sst::ChecksumMode::set(ro.verify_checksums);
         self.inner
             .multi_get(&refs, sorted_input, ro.snapshot, ro.fill_cache)
     }

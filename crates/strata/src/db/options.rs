@@ -826,9 +826,14 @@ impl ReadOptions {
     pub fn fill_cache(&mut self, v: bool) {
         self.fill_cache = v;
     }
-    /// Accepted for compatibility. Strata checks the checksum of every block
-    /// it reads from a file whatever this says: hardware CRC32C costs about
-    /// 0.1 µs per 4 KiB block, and a wrong answer costs far more.
+    /// Whether the blocks this read takes from files have their checksums
+    /// checked (default true, as RocksDB). With false, a damaged data block
+    /// may give a wrong answer instead of `Corruption`: hardware CRC32C
+    /// costs about 0.1 µs per 4 KiB block, so leave it on unless that
+    /// matters. Blocks found in the block cache were checked (or not) when
+    /// they were read; a table's index, filter, properties and range
+    /// deletions are always checked when it opens, and flushes and
+    /// compactions always check what they read.
     pub fn set_verify_checksums(&mut self, v: bool) {
         self.verify_checksums = v;
     }

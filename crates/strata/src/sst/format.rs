@@ -10,6 +10,7 @@
 //!                  | magic (u64 LE)
 //! ```
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -200,12 +201,14 @@ pub(crate) fn decode_block(raw: &[u8], name: &Arc<str>, handle: BlockHandle) -> 
     {
         let buf = raw;
         let kind_byte = buf[n];
-        let stored = unmask(decode_fixed32(&buf[n + 1..]).unwrap_or(0));
-        let actual = crc32c(&buf[..n + 1]);
-        if stored != actual {
-            return Err(corrupt(format!(
-                "block checksum mismatch: stored {stored:#010x}, computed {actual:#010x} over {n} bytes"
-            )));
+        if VERIFY_CHECKSUMS.with(Cell::get) {
+            let stored = unmask(decode_fixed32(&buf[n + 1..]).unwrap_or(0));
+            let actual = crc32c(&buf[..n + 1]);
+            if stored != actual {
+                return Err(corrupt(format!(
+                    "block checksum mismatch: stored {stored:#010x}, computed {actual:#010x} over {n} bytes"
+                )));
+            }
         }
         let Some(kind) = CompressionType::from_byte(kind_byte) else {
             return Err(corrupt(format!("unknown compression type {kind_byte}")));
@@ -215,6 +218,33 @@ pub(crate) fn decode_block(raw: &[u8], name: &Arc<str>, handle: BlockHandle) -> 
         let mut out = crate::util::block_buf::take(hint);
         crate::compression::decompress_block_into(kind, &buf[..n], name, handle.offset, &mut out)?;
         Ok(crate::util::block_buf::into_bytes(out))
+    }
+}
+
+thread_local! {
+    /// Whether block reads on this thread check checksums: true but
+    /// inside a read whose `ReadOptions::set_verify_checksums(false)` set
+    /// it ([`ChecksumMode`]). Table opens and background work always check.
+    static VERIFY_CHECKSUMS: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Sets whether this thread's block reads check checksums until it drops
+/// (then the previous setting is back).
+pub(crate) struct ChecksumMode {
+    prev: bool,
+}
+
+impl ChecksumMode {
+    pub(crate) fn set(verify: bool) -> ChecksumMode {
+        ChecksumMode {
+            prev: VERIFY_CHECKSUMS.with(|c| c.replace(verify)),
+        }
+    }
+}
+
+impl Drop for ChecksumMode {
+    fn drop(&mut self) {
+        VERIFY_CHECKSUMS.with(|c| c.set(self.prev));
     }
 }
 

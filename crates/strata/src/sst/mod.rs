@@ -37,6 +37,7 @@ pub use block_property::{
     BlockPropertyCollector, BlockPropertyCollectorFactory, BlockPropertyFilter,
 };
 pub use filter::filter_hash;
+pub(crate) use format::ChecksumMode;
 pub use inspect::{describe_table, table_entries, verify_table, TableLayout, TablePart};
 pub use properties::TableProperties;
 pub(crate) use table::{Found, Table, TableIter, TableOpenOptions, TableWriter};

@@ -124,6 +124,8 @@ impl TableReader {
         placement: MetaPlacement,
         prefix_extractor: Option<Arc<SliceTransform>>,
     ) -> Result<TableReader> {
+        // What an open reads stays with the reader: always checked.
+        let _verify = super::format::ChecksumMode::set(true);
         let name: Arc<str> = name.into();
         let size = file.size();
         if size < FOOTER_BYTES as u64 {

@@ -101,7 +101,8 @@ mod tests {
         // Not for a block under half its capacity.
         let small = into_bytes(again);
         drop(small);
-        assert_ne!(take(100).as_ptr(), ptr);
+        let tiny = take(100);
+        assert_ne!(tiny.as_ptr(), ptr);
     }
 
     #[test]
