@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # compare.sh WORKLOAD [SCALE]
 #
-# Runs standard workload W1, W2, W3, W4, W5 or W6 of docs/workloads.md with
+# Runs standard workload W1, W2, W3, W4, W5, W6 or W7 of docs/workloads.md with
 # `strata-bench --engine=rocksdb` and `strata-bench --engine=strata`, the same
 # flags for both, alternating the engines step by step (the first engine of a
 # step alternates too), and prints a table: workload, step, benchmark,
@@ -79,8 +79,8 @@ W=$(tr '[:lower:]' '[:upper:]' <<<"$1")
 SCALE=${2:-1}
 [[ $SCALE =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] || die "scale must be a positive number, got '$SCALE'"
 case $W in
-    W1 | W2 | W3 | W4 | W5 | W6) ;;
-    *) die "unknown workload '$1': expected W1, W2, W3, W4, W5 or W6" ;;
+    W1 | W2 | W3 | W4 | W5 | W6 | W7) ;;
+    *) die "unknown workload '$1': expected W1, W2, W3, W4, W5, W6 or W7" ;;
 esac
 
 NATIVE_TARGET=$ROOT/target/native
@@ -446,6 +446,28 @@ w6() {
     sizes "at end" w6
 }
 
+# W7: threads on W6's database. readrandom and seekrandom with 1-16
+# threads (each thread reads R / threads keys, so every point does the
+# same total work), readwhilewriting with 4 readers, and fillrandom with
+# 1, 4 and 16 writers (each writes N / writers keys). micros/op is
+# db_bench's per-thread figure, as both tools print it. W7_THREADS and
+# W7_WRITERS override the thread counts.
+w7() {
+    local N R t
+    N=$(scaled 5000000); R=$(scaled 1000000)
+    local base=(--key_size=16 --value_size=100 --compression_type=snappy --seed=1)
+    step fill w7 --benchmarks=fillrandom,waitforcompaction --num="$N" "${base[@]}"
+    for t in ${W7_THREADS:-1 2 4 8 16}; do
+        step "reads-t$t" w7 --use_existing_db=1 --benchmarks=readrandom,seekrandom \
+            --num="$N" --reads=$((R / t)) --threads="$t" "${base[@]}"
+    done
+    step "readwhilewriting-t4" w7 --use_existing_db=1 --benchmarks=readwhilewriting \
+        --num="$N" --reads=$((R / 4)) --threads=4 "${base[@]}"
+    for t in ${W7_WRITERS:-1 4 16}; do
+        step "fill-t$t" "w7f$t" --benchmarks=fillrandom --num=$((N / t)) --threads="$t" "${base[@]}"
+    done
+}
+
 echo "== $W scale=$SCALE runs=$RUNS host=$(hostname) $(date -Is); logs: $LOG_DIR"
 echo "== strata-bench: $BIN ($BUILD)"
 echo "== db_bench: ${DB_BENCH:-none (bench/build_db_bench.sh builds one)}"
@@ -453,7 +475,7 @@ T0=$(date +%s)
 for ((RUN = 1; RUN <= RUNS; RUN++)); do
     ((RUNS > 1)) && { RUN_SUFFIX="-run$RUN"; echo "== run $RUN of $RUNS"; }
     case $W in
-        W1) w1 ;; W2) w2 ;; W3) w3 ;; W4) w4 ;; W5) w5 ;; W6) w6 ;;
+        W1) w1 ;; W2) w2 ;; W3) w3 ;; W4) w4 ;; W5) w5 ;; W6) w6 ;; W7) w7 ;;
     esac
     rm -rf -- "${WORK:?}"/* "${DISK_WORK:?}"/*
 done

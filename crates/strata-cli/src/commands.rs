@@ -397,7 +397,7 @@ fn sst(cmd: &SstCommand, codec: Codec, out: &mut impl Write) -> Result<Outcome> 
         }
         SstCommand::Scan { file } => {
             let name = file.display().to_string();
-            let mut it = strata::sst::table_entries(open_file(file)?, &name, cmp)?;
+            let mut it = strata::sst::table_entries(open_file(file)?, &name, cmp.clone())?;
             it.seek_to_first();
             while it.valid() {
                 let p = parse_internal_key(it.key())
@@ -415,6 +415,15 @@ fn sst(cmd: &SstCommand, codec: Codec, out: &mut impl Write) -> Result<Outcome> 
                 it.next();
             }
             it.status()?;
+            // Then the range-deletion block: start @ seq range deletion => end.
+            for (start, end, seq) in
+                strata::sst::table_range_deletions(open_file(file)?, &name, cmp)?
+            {
+                out.write_all(&codec.encode(&start))?;
+                write!(out, " @ {seq} range deletion => ")?;
+                out.write_all(&codec.encode(&end))?;
+                out.write_all(b"\n")?;
+            }
             Ok(Outcome::Done)
         }
         SstCommand::Props { file } => {

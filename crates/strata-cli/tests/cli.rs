@@ -319,3 +319,31 @@ fn checkpoint_makes_an_openable_copy() {
     assert!(err.contains("already exists"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sst_scan_lists_range_deletions() {
+    let dir = temp("range-del");
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    let db = DB::open(&opts, &dir).unwrap();
+    for i in 0..10 {
+        db.put(format!("k{i}"), "v").unwrap();
+    }
+    db.delete_range("k2", "k5").unwrap();
+    db.flush().unwrap();
+    drop(db);
+    let table = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "sst"))
+        .unwrap();
+    let scan = ok(&["sst", "scan", table.to_str().unwrap()]);
+    assert!(scan.ends_with("k2 @ 11 range deletion => k5\n"), "{scan}");
+    let db = dir.to_str().unwrap();
+    assert_eq!(
+        status(&["--db", db, "get", "k3"]).0,
+        1,
+        "deleted by the range"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

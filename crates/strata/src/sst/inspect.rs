@@ -200,6 +200,21 @@ pub fn verify_table(
     Ok(n)
 }
 
+/// The range deletions of the table in `file`, as its range-deletion
+/// block holds them: `(start, end, sequence)`, each deleting the keys in
+/// `[start, end)` written before `sequence` (none for a packed table).
+pub fn table_range_deletions(
+    file: Arc<dyn RandomAccessFile>,
+    name: &str,
+    comparator: Arc<dyn Comparator>,
+) -> Result<Vec<(Vec<u8>, Vec<u8>, u64)>> {
+    Ok(open(file, name, comparator, false)?
+        .range_deletions()
+        .iter()
+        .map(|t| (t.start.clone(), t.end.clone(), t.seq))
+        .collect())
+}
+
 /// An iterator over every entry (internal key, value) of the table in
 /// `file`, block-based or packed.
 pub fn table_entries(

@@ -38,7 +38,9 @@ pub use block_property::{
 };
 pub use filter::filter_hash;
 pub(crate) use format::ChecksumMode;
-pub use inspect::{describe_table, table_entries, verify_table, TableLayout, TablePart};
+pub use inspect::{
+    describe_table, table_entries, table_range_deletions, verify_table, TableLayout, TablePart,
+};
 pub use properties::TableProperties;
 pub(crate) use table::{Found, Table, TableIter, TableOpenOptions, TableWriter};
 pub use table_builder::TableBuilder;
