@@ -416,12 +416,10 @@ fn sst(cmd: &SstCommand, codec: Codec, out: &mut impl Write) -> Result<Outcome> 
             }
             it.status()?;
             // Then the range-deletion block: start @ seq range deletion => end.
-            for (start, end, seq) in
-                strata::sst::table_range_deletions(open_file(file)?, &name, cmp)?
-            {
-                out.write_all(&codec.encode(&start))?;
-                write!(out, " @ {seq} range deletion => ")?;
-                out.write_all(&codec.encode(&end))?;
+            for d in strata::sst::table_range_deletions(open_file(file)?, &name, cmp)? {
+                out.write_all(&codec.encode(&d.start))?;
+                write!(out, " @ {} range deletion => ", d.sequence)?;
+                out.write_all(&codec.encode(&d.end))?;
                 out.write_all(b"\n")?;
             }
             Ok(Outcome::Done)

@@ -200,18 +200,33 @@ pub fn verify_table(
     Ok(n)
 }
 
+/// One entry of a table's range-deletion block: the keys in
+/// `[start, end)` written before `sequence` are deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeDeletion {
+    /// First key of the range.
+    pub start: Vec<u8>,
+    /// The key after the range (exclusive).
+    pub end: Vec<u8>,
+    /// The deletion's sequence number.
+    pub sequence: u64,
+}
+
 /// The range deletions of the table in `file`, as its range-deletion
-/// block holds them: `(start, end, sequence)`, each deleting the keys in
-/// `[start, end)` written before `sequence` (none for a packed table).
+/// block holds them (none for a packed table).
 pub fn table_range_deletions(
     file: Arc<dyn RandomAccessFile>,
     name: &str,
     comparator: Arc<dyn Comparator>,
-) -> Result<Vec<(Vec<u8>, Vec<u8>, u64)>> {
+) -> Result<Vec<RangeDeletion>> {
     Ok(open(file, name, comparator, false)?
         .range_deletions()
         .iter()
-        .map(|t| (t.start.clone(), t.end.clone(), t.seq))
+        .map(|t| RangeDeletion {
+            start: t.start.clone(),
+            end: t.end.clone(),
+            sequence: t.seq,
+        })
         .collect())
 }
 

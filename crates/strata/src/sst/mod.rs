@@ -39,7 +39,8 @@ pub use block_property::{
 pub use filter::filter_hash;
 pub(crate) use format::ChecksumMode;
 pub use inspect::{
-    describe_table, table_entries, table_range_deletions, verify_table, TableLayout, TablePart,
+    describe_table, table_entries, table_range_deletions, verify_table, RangeDeletion, TableLayout,
+    TablePart,
 };
 pub use properties::TableProperties;
 pub(crate) use table::{Found, Table, TableIter, TableOpenOptions, TableWriter};
