@@ -233,15 +233,21 @@ impl Ctx<'_> {
                 }
             }
         }
+        self.commit(&writes, batch, "write");
+    }
+
+    /// Marks `writes` in flight (and appends them to the history), writes
+    /// `batch`, and acknowledges them. The caller holds their slots' locks.
+    fn commit(&self, writes: &[(u32, KeyState)], batch: WriteBatch, what: &str) {
         let mut history = self
             .history
             .as_ref()
             .map(|h| h.lock().unwrap_or_else(|e| e.into_inner()));
-        for &(slot, next) in &writes {
+        for &(slot, next) in writes {
             self.expected.begin_write(slot, next);
         }
         if let Some(h) = history.as_mut() {
-            h.append_batch(&writes);
+            h.append_batch(writes);
         }
         if let Err(e) = self.db.write_opt(batch, &self.wo) {
             if self.is_injected(&e) {
@@ -249,9 +255,9 @@ impl Ctx<'_> {
                 self.stop.store(true, Ordering::Relaxed);
                 return;
             }
-            db_error("write", e);
+            db_error(what, e);
         }
-        for &(slot, _) in &writes {
+        for &(slot, _) in writes {
             self.expected.ack_write(slot);
         }
     }
@@ -272,32 +278,13 @@ impl Ctx<'_> {
                     .unwrap_or_else(|e| e.into_inner())
             })
             .collect();
-        let writes: Vec<(u32, crate::value::KeyState)> = slots
+        let writes: Vec<(u32, KeyState)> = slots
             .iter()
             .map(|&s| (s, self.expected.get(s).acked.next(false)))
             .collect();
         let mut batch = WriteBatch::default();
         batch.delete_range(key_name(first), key_name(last));
-        let mut history = self
-            .history
-            .as_ref()
-            .map(|h| h.lock().unwrap_or_else(|e| e.into_inner()));
-        for &(slot, next) in &writes {
-            self.expected.begin_write(slot, next);
-        }
-        if let Some(h) = history.as_mut() {
-            h.append_batch(&writes);
-        }
-        if let Err(e) = self.db.write_opt(batch, &self.wo) {
-            if self.is_injected(&e) {
-                self.stop.store(true, Ordering::Relaxed);
-                return;
-            }
-            db_error("delete_range", e);
-        }
-        for &(slot, _) in &writes {
-            self.expected.ack_write(slot);
-        }
+        self.commit(&writes, batch, "delete_range");
     }
 
     /// True for the error of an armed manifest failure: the round ends.

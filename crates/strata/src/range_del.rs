@@ -254,6 +254,52 @@ pub(crate) fn compact_fragments(
     out
 }
 
+/// Implements [`InternalIterator`] for a wrapper with an `inner` iterator
+/// and `skip_forward` / `skip_backward` methods that move past the entries
+/// it hides: every positioning goes to `inner`, then skips.
+macro_rules! skipping_iterator {
+    ([$($generics:tt)*] $ty:ty) => {
+        impl<$($generics)*> InternalIterator for $ty {
+            fn valid(&self) -> bool {
+                self.inner.valid()
+            }
+            fn seek_to_first(&mut self) {
+                self.inner.seek_to_first();
+                self.skip_forward();
+            }
+            fn seek_to_last(&mut self) {
+                self.inner.seek_to_last();
+                self.skip_backward();
+            }
+            fn seek(&mut self, target: &[u8]) {
+                self.inner.seek(target);
+                self.skip_forward();
+            }
+            fn seek_for_prev(&mut self, target: &[u8]) {
+                self.inner.seek_for_prev(target);
+                self.skip_backward();
+            }
+            fn next(&mut self) {
+                self.inner.next();
+                self.skip_forward();
+            }
+            fn prev(&mut self) {
+                self.inner.prev();
+                self.skip_backward();
+            }
+            fn key(&self) -> &[u8] {
+                self.inner.key()
+            }
+            fn value(&self) -> &[u8] {
+                self.inner.value()
+            }
+            fn status(&self) -> Result<()> {
+                self.inner.status()
+            }
+        }
+    };
+}
+
 /// Hides the entries of `inner` that a range deletion among its own
 /// deletes for every reader: an entry of sequence `e` under a tombstone
 /// `t > e` in the same snapshot stripe (no snapshot sees the entry without
@@ -316,44 +362,7 @@ impl<I: InternalIterator> CoveredFilter<I> {
     }
 }
 
-impl<I: InternalIterator> InternalIterator for CoveredFilter<I> {
-    fn valid(&self) -> bool {
-        self.inner.valid()
-    }
-    fn seek_to_first(&mut self) {
-        self.inner.seek_to_first();
-        self.skip_forward();
-    }
-    fn seek_to_last(&mut self) {
-        self.inner.seek_to_last();
-        self.skip_backward();
-    }
-    fn seek(&mut self, target: &[u8]) {
-        self.inner.seek(target);
-        self.skip_forward();
-    }
-    fn seek_for_prev(&mut self, target: &[u8]) {
-        self.inner.seek_for_prev(target);
-        self.skip_backward();
-    }
-    fn next(&mut self) {
-        self.inner.next();
-        self.skip_forward();
-    }
-    fn prev(&mut self) {
-        self.inner.prev();
-        self.skip_backward();
-    }
-    fn key(&self) -> &[u8] {
-        self.inner.key()
-    }
-    fn value(&self) -> &[u8] {
-        self.inner.value()
-    }
-    fn status(&self) -> Result<()> {
-        self.inner.status()
-    }
-}
+skipping_iterator!([I: InternalIterator] CoveredFilter<I>);
 
 /// True if every entry of a table with user keys in `[smallest, largest]`
 /// and sequence numbers in `[smallest_seq, largest_seq]` lies under a newer
@@ -463,44 +472,7 @@ impl SkipCovered {
     }
 }
 
-impl InternalIterator for SkipCovered {
-    fn valid(&self) -> bool {
-        self.inner.valid()
-    }
-    fn seek_to_first(&mut self) {
-        self.inner.seek_to_first();
-        self.skip_forward();
-    }
-    fn seek_to_last(&mut self) {
-        self.inner.seek_to_last();
-        self.skip_backward();
-    }
-    fn seek(&mut self, target: &[u8]) {
-        self.inner.seek(target);
-        self.skip_forward();
-    }
-    fn seek_for_prev(&mut self, target: &[u8]) {
-        self.inner.seek_for_prev(target);
-        self.skip_backward();
-    }
-    fn next(&mut self) {
-        self.inner.next();
-        self.skip_forward();
-    }
-    fn prev(&mut self) {
-        self.inner.prev();
-        self.skip_backward();
-    }
-    fn key(&self) -> &[u8] {
-        self.inner.key()
-    }
-    fn value(&self) -> &[u8] {
-        self.inner.value()
-    }
-    fn status(&self) -> Result<()> {
-        self.inner.status()
-    }
-}
+skipping_iterator!([] SkipCovered);
 
 /// An iterator over nothing: stands in for an input a compaction does not
 /// read.

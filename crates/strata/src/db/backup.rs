@@ -119,6 +119,24 @@ struct BackupFile {
     crc: u32,
 }
 
+impl BackupFile {
+    /// `Corruption` naming `shown` unless `size` and `crc` (of what was
+    /// read) are the recorded ones.
+    fn check(&self, id: u32, shown: &str, size: u64, crc: u32) -> Result<()> {
+        if size == self.size && crc == self.crc {
+            return Ok(());
+        }
+        Err(Error::corruption(
+            shown,
+            0,
+            format!(
+                "backup {id}: {size} bytes with CRC-32C {crc:08x}, recorded {} bytes with {:08x}",
+                self.size, self.crc
+            ),
+        ))
+    }
+}
+
 /// A backup's meta file, parsed.
 #[derive(Debug, Clone)]
 struct Meta {
@@ -342,16 +360,7 @@ impl BackupEngine {
             ));
         }
         let (size, crc, _) = copy_hashing(&*self.fs, &path, None)?;
-        if size != f.size || crc != f.crc {
-            return Err(Error::corruption(
-                &shown,
-                0,
-                format!(
-                    "backup {id}: {size} bytes with CRC-32C {crc:08x}, recorded {} bytes with {:08x}",
-                    f.size, f.crc
-                ),
-            ));
-        }
+        f.check(id, &shown, size, crc)?;
         Ok(())
     }
 
@@ -492,16 +501,7 @@ impl BackupEngine {
             size += n as u64;
             dst.append(&buf[..n])?;
         }
-        if size != f.size || crc != f.crc {
-            return Err(Error::corruption(
-                &shown,
-                0,
-                format!(
-                    "backup {id}: {size} bytes with CRC-32C {crc:08x}, recorded {} bytes with {:08x}",
-                    f.size, f.crc
-                ),
-            ));
-        }
+        f.check(id, &shown, size, crc)?;
         dst.sync()
     }
 
