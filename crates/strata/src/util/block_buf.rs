@@ -9,10 +9,11 @@
 //! reference drops, and the next block read on that thread reuses it,
 //! without zeroing what it overwrites.
 //!
-//! Bounds: at most [`POOL_BUFFERS_MAX`] buffers of at most
-//! [`POOLED_CAPACITY_MAX`] bytes per thread (2 MiB); a buffer is reused
-//! only for a block of at least half its capacity, so a cached block
-//! never holds more than twice its size.
+//! Bounds: per thread at most [`POOL_BUFFERS_MAX`] buffers holding at
+//! most [`POOLED_BYTES_MAX`] bytes together (each at most
+//! [`POOLED_CAPACITY_MAX`]), so a hundred reading threads keep at most
+//! 25 MiB; a buffer is reused only for a block of at least half its
+//! capacity, so a cached block never holds more than twice its size.
 
 use std::cell::RefCell;
 
@@ -22,6 +23,8 @@ use bytes::Bytes;
 pub(crate) const POOL_BUFFERS_MAX: usize = 32;
 /// Larger buffers are freed, not kept.
 pub(crate) const POOLED_CAPACITY_MAX: usize = 64 << 10;
+/// Bytes of the buffers kept per thread.
+pub(crate) const POOLED_BYTES_MAX: usize = 256 << 10;
 
 thread_local! {
     static POOL: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
@@ -63,7 +66,8 @@ impl Drop for Pooled {
         // During thread teardown the pool may be gone: then it is freed.
         let _ = POOL.try_with(|p| {
             if let Ok(mut p) = p.try_borrow_mut() {
-                if p.len() < POOL_BUFFERS_MAX {
+                let held: usize = p.iter().map(Vec::capacity).sum();
+                if p.len() < POOL_BUFFERS_MAX && held + buf.capacity() <= POOLED_BYTES_MAX {
                     p.push(buf);
                 }
             }
@@ -115,7 +119,16 @@ mod tests {
             })
             .collect();
         drop(held);
-        POOL.with(|p| assert!(p.borrow().len() <= POOL_BUFFERS_MAX));
+        POOL.with(|p| {
+            let p = p.borrow();
+            assert!(p.len() <= POOL_BUFFERS_MAX);
+            assert!(p.iter().map(Vec::capacity).sum::<usize>() <= POOLED_BYTES_MAX);
+        });
+        let large: Vec<Bytes> = (0..10).map(|_| into_bytes(vec![0; 60_000])).collect();
+        drop(large);
+        POOL.with(|p| {
+            assert!(p.borrow().iter().map(Vec::capacity).sum::<usize>() <= POOLED_BYTES_MAX)
+        });
         let big = into_bytes(vec![0; POOLED_CAPACITY_MAX + 1]);
         drop(big);
         POOL.with(|p| {
