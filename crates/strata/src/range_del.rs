@@ -206,6 +206,19 @@ impl RangeDelView {
             .unwrap_or(0)
     }
 
+    /// A fragment over `key` holding a tombstone visible at `read_seq`, if
+    /// any source has one.
+    pub(crate) fn covering_fragment(
+        &self,
+        key: &[u8],
+        read_seq: SequenceNumber,
+    ) -> Option<&Fragment> {
+        self.lists.iter().find_map(|l| {
+            let f = &l.frags[l.fragment_at(key)?];
+            (newest_at_or_below(&f.seqs, read_seq) > 0).then_some(f)
+        })
+    }
+
     /// True if a tombstone visible at `read_seq` deletes the entry of `key`
     /// with sequence number `seq`.
     #[inline]
@@ -411,17 +424,18 @@ pub(crate) fn covers_table(
 /// the same source covers are left to the reader's own check.
 pub(crate) struct SkipCovered {
     inner: Box<dyn InternalIterator>,
-    newer: Arc<FragmentedRangeTombstones>,
+    newer: RangeDelView,
     read_seq: SequenceNumber,
     seek_key: Vec<u8>,
 }
 
 impl SkipCovered {
     /// `inner` seen through `newer`, the fragmented range deletions of
-    /// every newer source, for a read at `read_seq`.
+    /// every newer source (each source's own list), for a read at
+    /// `read_seq`.
     pub(crate) fn new(
         inner: Box<dyn InternalIterator>,
-        newer: Arc<FragmentedRangeTombstones>,
+        newer: RangeDelView,
         read_seq: SequenceNumber,
     ) -> SkipCovered {
         SkipCovered {
@@ -432,41 +446,37 @@ impl SkipCovered {
         }
     }
 
-    /// The fragment over the current entry holding a tombstone the read
-    /// sees, if any.
-    fn covering(&self) -> Option<usize> {
-        let p = parse_internal_key(self.inner.key())?;
-        let i = self.newer.fragment_at(p.user_key)?;
-        (newest_at_or_below(&self.newer.frags[i].seqs, self.read_seq) > 0).then_some(i)
-    }
-
-    fn set_seek_key(&mut self, user_key_of: usize, start: bool) {
-        let f = &self.newer.frags[user_key_of];
-        let user_key = if start { &f.start } else { &f.end };
+    /// The user key to seek to past the tombstone over the current entry
+    /// that the read sees (its fragment's end, or its start backward), if
+    /// there is one; written into `seek_key` as a key before every entry of
+    /// that user key (largest sequence number, the kind that sorts first).
+    fn covered_bound(&mut self, end: bool) -> bool {
+        let Some(p) = parse_internal_key(self.inner.key()) else {
+            return false;
+        };
+        let Some(f) = self.newer.covering_fragment(p.user_key, self.read_seq) else {
+            return false;
+        };
+        let user_key = if end { &f.end } else { &f.start };
         self.seek_key.clear();
         self.seek_key.extend_from_slice(user_key);
-        // Before every entry of that key: at the largest sequence number,
-        // with the kind that sorts first.
         put_fixed64(
             &mut self.seek_key,
             crate::key::pack_trailer(crate::key::MAX_SEQUENCE_NUMBER, ValueKind::RangeDeletion),
         );
+        true
     }
 
     fn skip_forward(&mut self) {
-        while self.inner.valid() {
-            let Some(i) = self.covering() else { return };
-            // To the first entry at or after the fragment's end.
-            self.set_seek_key(i, false);
+        // To the first entry at or after the fragment's end.
+        while self.inner.valid() && self.covered_bound(true) {
             self.inner.seek(&self.seek_key);
         }
     }
 
     fn skip_backward(&mut self) {
-        while self.inner.valid() {
-            let Some(i) = self.covering() else { return };
-            // To the last entry before the fragment's start.
-            self.set_seek_key(i, true);
+        // To the last entry before the fragment's start.
+        while self.inner.valid() && self.covered_bound(false) {
             self.inner.seek_for_prev(&self.seek_key);
         }
     }
@@ -754,7 +764,9 @@ mod tests {
                 inner: crate::iter::merging::testutil::VecIter::new(icmp.clone(), entries.clone()),
                 steps: steps.clone(),
             };
-            let mut it = SkipCovered::new(Box::new(inner), newer.clone(), read_seq);
+            let mut view = RangeDelView::default();
+            view.push(newer.clone());
+            let mut it = SkipCovered::new(Box::new(inner), view, read_seq);
             let mut seen = Vec::new();
             if reverse {
                 it.seek_to_last();

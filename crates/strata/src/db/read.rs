@@ -384,37 +384,40 @@ impl DbInner {
         filters: &[Arc<dyn BlockPropertyFilter>],
     ) -> Result<MergingIterator> {
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-        // The range deletions of the sources already added (all newer
-        // than the next), fragmented for each source that follows them.
-        let mut newer: Vec<RangeTombstone> = Vec::new();
-        let mut add = |child: Box<dyn InternalIterator>, own: &[RangeTombstone]| {
+        // The range deletions of the sources already added (all newer than
+        // the next), one fragmented list per source: each is built once
+        // (a memtable's is cached), and later sources share them.
+        let mut newer = RangeDelView::default();
+        let ucmp = &self.user_cmp;
+        let fragment = |own: &[RangeTombstone]| {
+            (!own.is_empty()).then(|| Arc::new(FragmentedRangeTombstones::new(own, ucmp.clone())))
+        };
+        let mut add = |child: Box<dyn InternalIterator>,
+                       own: Option<Arc<FragmentedRangeTombstones>>| {
             let child: Box<dyn InternalIterator> = if newer.is_empty() {
                 child
             } else {
-                let list = FragmentedRangeTombstones::new(&newer, self.user_cmp.clone());
-                Box::new(SkipCovered::new(child, Arc::new(list), read_seq))
+                Box::new(SkipCovered::new(child, newer.clone(), read_seq))
             };
             children.push(child);
-            newer.extend_from_slice(own);
+            if let Some(list) = own {
+                newer.push(list);
+            }
         };
         for m in std::iter::once(&sv.mem).chain(sv.imm.iter()) {
-            let own = match m.num_range_deletions() {
-                0 => Vec::new(),
-                _ => m.range_deletion_list(),
-            };
-            add(Box::new(m.iter()), &own);
+            add(Box::new(m.iter()), m.range_deletions());
         }
         // Whether any table holds range deletions: cached per version.
         let tables_have = self.version_range_deletions(&sv.version)?.is_some();
         for f in sv.version.files(0) {
             let own = match f.has_range_deletions {
-                true => self.table_range_deletions(f, 0)?.to_vec(),
-                false => Vec::new(),
+                true => fragment(&self.table_range_deletions(f, 0)?),
+                false => None,
             };
             let table = self.table_cache.get_for(f, 0)?;
             add(
                 Box::new(table.iter_opt(fill_cache).with_filters(filters)),
-                &own,
+                own,
             );
         }
         for level in 1..NUM_LEVELS {
@@ -430,7 +433,7 @@ impl DbInner {
                         LevelIterator::new(self.clone(), sv.version.clone(), level, fill_cache)
                             .with_filters(filters),
                     ),
-                    &own,
+                    fragment(&own),
                 );
             }
         }

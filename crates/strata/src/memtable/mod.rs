@@ -110,7 +110,9 @@ impl MemTable {
                 return Some(cached.1.clone());
             }
         }
-        let all = self.range_dels.lock();
+        // Copied under the lock, fragmented outside it: a writer adding a
+        // range deletion waits for a copy, not for the fragmenting.
+        let all = self.range_dels.lock().clone();
         let list = Arc::new(FragmentedRangeTombstones::new(
             all.iter(),
             self.comparator().user_comparator().clone(),
