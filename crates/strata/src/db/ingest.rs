@@ -23,10 +23,11 @@ use crate::env::WritableFile;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{
-    extract_user_key, parse_entry_key, parse_internal_key, Comparator, InternalKey, SequenceNumber,
-    ValueKind,
+    extract_user_key, pack_trailer, parse_entry_key, parse_internal_key, Comparator, InternalKey,
+    SequenceNumber, ValueKind,
 };
 use crate::sst::{TableBuilder, TableOpenOptions};
+use crate::util::coding::put_fixed64;
 use crate::version::VersionEdit;
 
 use super::inner::{DbInner, DbState};
@@ -64,6 +65,8 @@ pub struct SstFileWriter {
     builder: Option<TableBuilder>,
     name: String,
     last_key: Option<Vec<u8>>,
+    /// The internal key of the entry being added, reused.
+    ikey: Vec<u8>,
     file_size: u64,
 }
 
@@ -85,6 +88,7 @@ impl SstFileWriter {
             builder: None,
             name: String::new(),
             last_key: None,
+            ikey: Vec::new(),
             file_size: 0,
         }
     }
@@ -144,8 +148,13 @@ impl SstFileWriter {
                 )));
             }
         }
-        builder.add(InternalKey::new(key, 0, kind).encoded(), value)?;
-        self.last_key = Some(key.to_vec());
+        self.ikey.clear();
+        self.ikey.extend_from_slice(key);
+        put_fixed64(&mut self.ikey, pack_trailer(0, kind));
+        builder.add(&self.ikey, value)?;
+        let last = self.last_key.get_or_insert_with(Vec::new);
+        last.clear();
+        last.extend_from_slice(key);
         Ok(())
     }
 
@@ -336,8 +345,10 @@ impl DbInner {
         drop(st);
         if opts.move_files {
             // In the database now: the original name goes (as RocksDB
-            // unlinks a moved file).
-            self.fs.remove(path)?;
+            // unlinks a moved file). The ingestion has happened whatever
+            // this says: reporting a failure here would invite a retry,
+            // which would make the file's keys newer than later writes.
+            let _ = self.fs.remove(path);
         }
         Ok(())
     }
@@ -365,11 +376,8 @@ impl DbInner {
         }
         let version = st.versions.current();
         let ucmp = &*self.user_cmp;
-        let overlaps = (0..crate::version::NUM_LEVELS).any(|level| {
-            !version
-                .overlapping_files(level, Some(smallest), Some(largest), ucmp)
-                .is_empty()
-        });
+        let overlaps = (0..crate::version::NUM_LEVELS)
+            .any(|level| version.overlap_in_level(level, Some(smallest), Some(largest), ucmp));
         if overlaps {
             return None;
         }
@@ -473,7 +481,9 @@ fn external_range(
         if first.is_none() {
             first = Some(InternalKey::from_encoded(it.key().to_vec()));
         }
-        last = Some(it.key().to_vec());
+        let l = last.get_or_insert_with(Vec::new);
+        l.clear();
+        l.extend_from_slice(it.key());
         it.next();
     }
     it.status()?;

@@ -94,7 +94,7 @@ impl<'a> DBRawIterator<'a> {
         let mut range_dels = crate::range_del::RangeDelView::default();
         let inner: Box<dyn InternalIterator> = match db.range_del_view(&sv).and_then(|view| {
             range_dels = view;
-            db.internal_iter(&sv, seq, ro.fill_cache, &ro.block_property_filters.0)
+            db.internal_iter(&sv, seq, ro.cache_fill(), &ro.block_property_filters.0)
         }) {
             Ok(it) => Box::new(it),
             Err(e) => Box::new(ErrorIterator(e)),

@@ -262,7 +262,7 @@ impl DB {
         ro: &ReadOptions,
     ) -> Result<Option<DBPinnableSlice>> {
         let _verify = crate::sst::ChecksumMode::set(ro.verify_checksums);
-        self.inner.get(key.as_ref(), ro.snapshot, ro.fill_cache)
+        self.inner.get(key.as_ref(), ro.snapshot, ro.cache_fill())
     }
 
     /// The values of `keys`, copied, in the order given (duplicates each get
@@ -300,7 +300,7 @@ impl DB {
         let _verify = crate::sst::ChecksumMode::set(ro.verify_checksums);
         copied(
             self.inner
-                .multi_get(&refs, false, ro.snapshot, ro.fill_cache),
+                .multi_get(&refs, false, ro.snapshot, ro.cache_fill()),
         )
     }
 
@@ -336,7 +336,7 @@ impl DB {
         let refs: Vec<&[u8]> = keys.into_iter().map(|k| k.as_ref()).collect();
         let _verify = crate::sst::ChecksumMode::set(ro.verify_checksums);
         self.inner
-            .multi_get(&refs, sorted_input, ro.snapshot, ro.fill_cache)
+            .multi_get(&refs, sorted_input, ro.snapshot, ro.cache_fill())
     }
 
     /// A consistent view of the database as of now.

@@ -826,12 +826,19 @@ impl ReadOptions {
     pub fn fill_cache(&mut self, v: bool) {
         self.fill_cache = v;
     }
+    /// Whether this read adds blocks to the cache: never blocks read
+    /// without their checksum checked, which later readers and
+    /// compactions would take as checked.
+    pub(crate) fn cache_fill(&self) -> bool {
+        self.fill_cache && self.verify_checksums
+    }
     /// Whether the blocks this read takes from files have their checksums
     /// checked (default true, as RocksDB). With false, a damaged data block
     /// may give a wrong answer instead of `Corruption`: hardware CRC32C
     /// costs about 0.1 µs per 4 KiB block, so leave it on unless that
-    /// matters. Blocks found in the block cache were checked (or not) when
-    /// they were read; a table's index, filter, properties and range
+    /// matters. Blocks read unchecked are not added to the block cache
+    /// (later reads and compactions take what is there as checked); a
+    /// table's index, filter, properties and range
     /// deletions are always checked when it opens, and flushes and
     /// compactions always check what they read.
     pub fn set_verify_checksums(&mut self, v: bool) {
