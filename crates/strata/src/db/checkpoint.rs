@@ -38,7 +38,7 @@ use super::inner::DbInner;
 use super::DB;
 use crate::env::copy_file;
 use crate::error::{Error, Result};
-use crate::version::{snapshot_edit, write_checkpoint_manifest};
+use crate::version::write_checkpoint_manifest;
 
 /// Makes checkpoints of a database: consistent, openable copies of it in
 /// another directory, taken while it is being written.
@@ -113,12 +113,13 @@ impl<'db> Checkpoint<'db> {
 /// deletions paused until it drops.
 struct DeletionPause<'a> {
     inner: &'a DbInner,
-    version: std::sync::Arc<crate::version::Version>,
+    /// The manifest's edits rebuilding every family, as of the capture.
+    snapshot: Vec<crate::version::VersionEdit>,
+    /// The tables they name.
+    tables: Vec<u64>,
     log_number: u64,
     manifest_number: u64,
     next_file_number: u64,
-    last_sequence: u64,
-    merge_operator: Option<String>,
     /// The log receiving writes, and its size at the capture: the end of
     /// its last whole record. None on a read-only handle.
     active_log: Option<(u64, u64)>,
@@ -140,14 +141,18 @@ impl<'a> DeletionPause<'a> {
         let active_log = st.log.as_ref().map(|log| (st.log_number, log.file_size()));
         st.file_deletions_disabled += 1;
         let manifest_number = st.versions.new_file_number();
+        let snapshot = st.versions.snapshot_edits();
+        let tables = snapshot
+            .iter()
+            .flat_map(|e| e.new_files().iter().map(|(_, f)| f.number))
+            .collect();
         Ok(DeletionPause {
             inner,
-            version: st.versions.current(),
-            log_number: st.versions.log_number(),
+            snapshot,
+            tables,
+            log_number: st.versions.min_log_number(),
             manifest_number,
             next_file_number: st.versions.next_file_number(),
-            last_sequence: st.versions.last_sequence(),
-            merge_operator: st.versions.merge_operator().map(str::to_owned),
             active_log,
         })
     }
@@ -175,9 +180,9 @@ fn make_checkpoint(
         created.push(path.clone());
         path
     };
-    for f in p.version.all_files() {
-        let to = new_file(table_file_name(dir, f.number));
-        fs.link_or_copy(&table_file_name(&inner.dir, f.number), &to)?;
+    for &number in &p.tables {
+        let to = new_file(table_file_name(dir, number));
+        fs.link_or_copy(&table_file_name(&inner.dir, number), &to)?;
     }
     // Logs the version still needs, as they are now; not those begun after
     // the snapshot (their numbers may be at or past `next_file_number`).
@@ -204,18 +209,10 @@ fn make_checkpoint(
         let to = new_file(options_file_name(dir));
         copy_file(fs, &options, &to, u64::MAX)?;
     }
-    let snapshot = snapshot_edit(
-        inner.icmp.user_comparator().name(),
-        p.merge_operator.as_deref(),
-        &p.version,
-        p.log_number,
-        p.next_file_number,
-        p.last_sequence,
-    );
     debug_assert!(p.manifest_number < p.next_file_number);
     new_file(manifest_file_name(dir, p.manifest_number));
     new_file(current_file_name(dir));
-    write_checkpoint_manifest(fs, dir, p.manifest_number, &snapshot)?;
+    write_checkpoint_manifest(fs, dir, p.manifest_number, &p.snapshot)?;
     fs.sync_dir(dir)?;
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs.sync_dir(parent)?;

@@ -19,31 +19,49 @@ use super::merge_operator;
 use super::table_outputs::TableOutputs;
 
 impl DbInner {
-    /// The body of each background thread: flushes first, then compactions.
+    /// The body of each background thread: flushes first (the family
+    /// whose oldest memtable is oldest), then compactions (families in
+    /// turn, starting after the last one served).
     pub(crate) fn background_loop(self: Arc<Self>) {
         let mut st = self.state.lock();
+        let mut next_cf = 0u32;
         loop {
             if self.shutting_down.load(Ordering::Acquire) {
                 break;
             }
-            if st.bg_error.is_none() && !st.flush_running && !st.imm.is_empty() {
-                st.flush_running = true;
-                let r = self.flush_oldest(&mut st);
-                st.flush_running = false;
-                if let Err(e) = r {
-                    self.set_bg_error(&mut st, e);
+            if st.bg_error.is_none() && !st.flush_running {
+                let oldest = st
+                    .cfs
+                    .values()
+                    .filter(|c| !c.dropping)
+                    .filter_map(|c| c.imm.front().map(|m| (m.log_number, c.handle.clone())))
+                    .min_by_key(|(log, h)| (*log, h.id));
+                if let Some((_, cf)) = oldest {
+                    st.flush_running = true;
+                    let r = cf.flush_oldest(&mut st);
+                    st.flush_running = false;
+                    if let Err(e) = r {
+                        self.set_bg_error(&mut st, e);
+                    }
+                    self.bg_done.notify_all();
+                    self.bg_work.notify_all();
+                    continue;
                 }
-                self.bg_done.notify_all();
-                self.bg_work.notify_all();
-                continue;
             }
-            if st.bg_error.is_none()
-                && !st.manual_compaction
-                && st.running.len() < self.max_compactions()
-                && !self.opts.disable_auto_compactions
-            {
-                if let Some(c) = self.pick_compaction(&st) {
-                    let r = self.run_compaction(&mut st, c);
+            if st.bg_error.is_none() && st.running_compactions() < self.max_compactions() {
+                let ids: Vec<u32> = st.cfs.keys().copied().collect();
+                let start = ids.partition_point(|&id| id < next_cf);
+                let picked = ids[start..].iter().chain(&ids[..start]).find_map(|&id| {
+                    let c = st.cf(id);
+                    if c.manual_compaction || c.dropping || c.handle.opts.disable_auto_compactions {
+                        return None;
+                    }
+                    let cf = c.handle.clone();
+                    cf.pick_compaction(&st).map(|p| (cf, p))
+                });
+                if let Some((cf, c)) = picked {
+                    next_cf = cf.id + 1;
+                    let r = cf.run_compaction(&mut st, c);
                     if let Err(e) = r {
                         if !self.shutting_down.load(Ordering::Acquire) {
                             self.set_bg_error(&mut st, e);
@@ -63,11 +81,11 @@ impl DbInner {
     /// in the tree (see `compaction/cutting.rs`), so that a memtable holding
     /// several insert streams makes one table per stream.
     fn flush_oldest(&self, st: &mut MutexGuard<'_, DbState>) -> Result<()> {
-        let Some(imm) = st.imm.front() else {
+        let Some(imm) = st.cf(self.id).imm.front() else {
             return Ok(());
         };
         let mem = imm.mem.clone();
-        let version = st.versions.current();
+        let version = st.versions.current_cf(self.id);
         // A snapshot taken later sees every entry of this memtable: only
         // these separate its versions.
         let snapshots: Vec<SequenceNumber> = st.snapshots.keys().copied().collect();
@@ -95,28 +113,52 @@ impl DbInner {
             }
         };
         let mut edit = VersionEdit::new();
+        edit.set_column_family(self.id);
         for f in &files {
             edit.add_new_file(0, f.clone());
         }
+        let cf = st.cf_mut(self.id);
         if !files.is_empty() {
-            let s = &mut st.stats[0];
+            let s = &mut cf.stats[0];
             s.bytes_written += files.iter().map(|f| f.file_size).sum::<u64>();
             s.micros += start.elapsed().as_micros() as u64;
             s.count += 1;
         }
-        // Writes in logs before the next memtable's log are now in tables.
-        let next_log = st.imm.get(1).map_or(st.log_number, |m| m.log_number);
+        // The family's writes in logs before its next memtable's first log
+        // are now in tables.
+        let next_log = cf.imm.get(1).map_or(cf.mem_log_number, |m| m.log_number);
         edit.set_log_number(next_log);
-        Self::remember_current(st);
+        self.remember_current(st);
         let applied = st.versions.log_and_apply(&mut edit);
         for n in &numbers {
             st.pending_outputs.remove(n);
         }
         applied?;
-        st.imm.pop_front();
+        st.cf_mut(self.id).imm.pop_front();
         // The table and the memtable's removal, in one publication.
         self.publish_read_view(st);
+        self.advance_idle_log_numbers(st)?;
         self.delete_obsolete_files(st);
+        Ok(())
+    }
+
+    /// Records, for every family with nothing in memory before its
+    /// memtable's first log, that older logs hold nothing of it: a family
+    /// written rarely (or never) must not keep every log alive.
+    pub(crate) fn advance_idle_log_numbers(&self, st: &mut DbState) -> Result<()> {
+        let stale: Vec<(u32, u64)> = st
+            .cfs
+            .iter()
+            .filter(|(_, c)| c.imm.is_empty())
+            .map(|(&id, c)| (id, c.mem_log_number))
+            .filter(|&(id, log)| st.versions.cf_log_number(id) < log)
+            .collect();
+        for (id, log) in stale {
+            let mut edit = VersionEdit::new();
+            edit.set_column_family(id);
+            edit.set_log_number(log);
+            st.versions.log_and_apply(&mut edit)?;
+        }
         Ok(())
     }
 

@@ -279,7 +279,7 @@ impl DbInner {
                 MutexGuard::unlocked(&mut st, std::thread::yield_now);
                 continue;
             }
-            if memtables_overlap(&st, smallest, largest, ucmp) {
+            if memtables_overlap(&st, self.id, smallest, largest, ucmp) {
                 if !opts.allow_blocking_flush {
                     return Err(Error::invalid_argument(format!(
                         "{name}: the memtable holds keys of its range, and flushing is not allowed"
@@ -325,10 +325,11 @@ impl DbInner {
             st.versions.set_last_sequence(seq);
         }
         let mut edit = VersionEdit::new();
+        edit.set_column_family(self.id);
         for f in files {
             edit.add_new_file(level, f);
         }
-        Self::remember_current(&mut st);
+        self.remember_current(&mut st);
         let applied = st.versions.log_and_apply(&mut edit);
         st.pending_outputs.remove(&number);
         // Published whether or not the edit went in: a failed one leaves
@@ -367,14 +368,14 @@ impl DbInner {
         // A running compaction may be writing into the range's gap of the
         // deepest level: only the rewrite into level 0 is safe then.
         if !st.snapshots.is_empty()
-            || !st.running.is_empty()
-            || st.manual_compaction
+            || !st.cf(self.id).running.is_empty()
+            || st.cf(self.id).manual_compaction
             || table.properties().num_merge_operands > 0
             || matches!(table, crate::sst::Table::Packed(_))
         {
             return None;
         }
-        let version = st.versions.current();
+        let version = st.versions.current_cf(self.id);
         let ucmp = &*self.user_cmp;
         let overlaps = (0..crate::version::NUM_LEVELS)
             .any(|level| version.overlap_in_level(level, Some(smallest), Some(largest), ucmp));
@@ -493,10 +494,18 @@ fn external_range(
     }
 }
 
-/// True if a memtable of `st` holds a key in `[smallest, largest]`.
-fn memtables_overlap(st: &DbState, smallest: &[u8], largest: &[u8], ucmp: &dyn Comparator) -> bool {
-    std::iter::once(&st.mem)
-        .chain(st.imm.iter().map(|m| &m.mem))
+/// True if a memtable of family `cf` in `st` holds a key in
+/// `[smallest, largest]`.
+fn memtables_overlap(
+    st: &DbState,
+    cf: u32,
+    smallest: &[u8],
+    largest: &[u8],
+    ucmp: &dyn Comparator,
+) -> bool {
+    let cf = st.cf(cf);
+    std::iter::once(&cf.mem)
+        .chain(cf.imm.iter().map(|m| &m.mem))
         .any(|mem| {
             // A range deletion over the range hides older entries: the
             // file's must be newer, so the memtable is flushed first.

@@ -53,14 +53,55 @@ pub(crate) struct ImmMemTable {
     pub(crate) log_number: u64,
 }
 
-/// Everything behind the database mutex.
-pub(crate) struct DbState {
+/// A column family's part of the state behind the database mutex.
+pub(crate) struct CfState {
+    /// The family's handle (cleared when the database closes, which
+    /// breaks the cycle through the shared state).
+    pub(crate) handle: Arc<DbInner>,
     pub(crate) mem: Arc<MemTable>,
-    /// The log receiving writes to `mem`.
-    pub(crate) log: Option<LogWriter>,
-    pub(crate) log_number: u64,
+    /// The log that was receiving writes when `mem` was made: the
+    /// family's writes in memory are all in this log or later ones.
+    pub(crate) mem_log_number: u64,
     /// Oldest first.
     pub(crate) imm: VecDeque<ImmMemTable>,
+    /// Output level and user-key range of each running compaction.
+    pub(crate) running: Vec<(usize, KeyRange)>,
+    pub(crate) running_ids: Vec<u64>,
+    /// A `compact_range` is running; automatic compactions wait.
+    pub(crate) manual_compaction: bool,
+    /// `drop_cf` is waiting for the family's background work to end: no
+    /// new flush or compaction of it starts.
+    pub(crate) dropping: bool,
+    /// Per level, the largest key of the last compaction (round robin).
+    pub(crate) compact_pointer: [Vec<u8>; NUM_LEVELS],
+    /// Flush (L0) and compaction statistics, by output level.
+    pub(crate) stats: [LevelStats; NUM_LEVELS],
+}
+
+impl CfState {
+    pub(crate) fn new(handle: Arc<DbInner>, log_number: u64) -> CfState {
+        CfState {
+            mem: Arc::new(MemTable::new(handle.icmp.clone())),
+            handle,
+            mem_log_number: log_number,
+            imm: VecDeque::new(),
+            running: Vec::new(),
+            running_ids: Vec::new(),
+            manual_compaction: false,
+            dropping: false,
+            compact_pointer: Default::default(),
+            stats: [LevelStats::default(); NUM_LEVELS],
+        }
+    }
+}
+
+/// Everything behind the database mutex.
+pub(crate) struct DbState {
+    /// The column families, by id; the default (0) is always there.
+    pub(crate) cfs: BTreeMap<u32, CfState>,
+    /// The log receiving writes.
+    pub(crate) log: Option<LogWriter>,
+    pub(crate) log_number: u64,
     pub(crate) versions: VersionSet,
     /// The first background failure; once set, writes fail with it.
     pub(crate) bg_error: Option<Error>,
@@ -69,22 +110,13 @@ pub(crate) struct DbState {
     pub(crate) bg_error_in_log: bool,
     pub(crate) writers: VecDeque<Arc<Writer>>,
     pub(crate) flush_running: bool,
-    /// Output level and user-key range of each running compaction.
-    pub(crate) running: Vec<(usize, KeyRange)>,
-    pub(crate) running_ids: Vec<u64>,
     pub(crate) next_compaction_id: u64,
-    /// A `compact_range` is running; automatic compactions wait.
-    pub(crate) manual_compaction: bool,
     /// Files being written that no version references yet.
     pub(crate) pending_outputs: HashSet<u64>,
     /// Live snapshots: sequence → count.
     pub(crate) snapshots: BTreeMap<SequenceNumber, usize>,
     /// Versions that were current once and may still be read.
     pub(crate) old_versions: Vec<Weak<Version>>,
-    /// Per level, the largest key of the last compaction (round robin).
-    pub(crate) compact_pointer: [Vec<u8>; NUM_LEVELS],
-    /// Flush (L0) and compaction statistics, by output level.
-    pub(crate) stats: [LevelStats; NUM_LEVELS],
     /// Bytes of user batches written (to the log and the memtable).
     pub(crate) user_bytes: u64,
     /// Bytes appended to logs.
@@ -99,6 +131,25 @@ pub(crate) struct DbState {
 }
 
 pub(crate) use super::compaction::stats::LevelStats;
+
+impl DbState {
+    /// Column family `id`'s state. Panics if it is not live: callers hold
+    /// the family's handle, and a family is dropped only when no flush or
+    /// compaction of it runs.
+    pub(crate) fn cf(&self, id: u32) -> &CfState {
+        self.cfs.get(&id).expect("column family is live")
+    }
+
+    /// Column family `id`'s state, mutable.
+    pub(crate) fn cf_mut(&mut self, id: u32) -> &mut CfState {
+        self.cfs.get_mut(&id).expect("column family is live")
+    }
+
+    /// Compactions running in every family.
+    pub(crate) fn running_compactions(&self) -> usize {
+        self.cfs.values().map(|c| c.running.len()).sum()
+    }
+}
 
 /// A range of user keys, both ends included.
 pub(crate) type KeyRange = (Vec<u8>, Vec<u8>);
@@ -117,14 +168,47 @@ impl std::ops::Deref for SuperVersion {
     }
 }
 
+/// A column family: its options, comparator, tables and published read
+/// view, over the database's shared state (reached through `Deref`, so
+/// code written for one family reads `self.state`, `self.fs` as before).
 pub(crate) struct DbInner {
-    pub(crate) dir: PathBuf,
+    pub(crate) shared: Arc<DbShared>,
+    /// The family's id (0: the default) and name.
+    pub(crate) id: u32,
+    pub(crate) name: String,
+    /// The family's options: its own where they are per family
+    /// (comparator, table format, compaction), the database's otherwise.
     pub(crate) opts: Options,
-    pub(crate) fs: Arc<dyn FileSystem>,
     pub(crate) icmp: InternalKeyComparator,
     pub(crate) user_cmp: Arc<dyn Comparator>,
     pub(crate) table_cache: TableCache,
+    /// The memtables and version reads use, published under the state
+    /// lock whenever one of them changes, read without it.
+    pub(crate) read_view: ArcSwap<ReadView>,
+    /// Set once the family is dropped: writes and reads through its
+    /// handle fail.
+    pub(crate) dropped: AtomicBool,
+}
+
+impl std::ops::Deref for DbInner {
+    type Target = DbShared;
+    fn deref(&self) -> &DbShared {
+        &self.shared
+    }
+}
+
+/// What the column families of a database share: the directory, the lock,
+/// the state behind the mutex (log, manifest, writers, snapshots) and the
+/// background threads.
+pub(crate) struct DbShared {
+    pub(crate) dir: PathBuf,
+    /// The options the database was opened with (the default family's).
+    pub(crate) db_opts: Options,
+    pub(crate) fs: Arc<dyn FileSystem>,
     pub(crate) state: Mutex<DbState>,
+    /// The block cache of every family whose options name none (32 MiB,
+    /// RocksDB's default).
+    pub(crate) default_block_cache: Arc<crate::cache::BlockCache>,
     /// Signalled when background work finishes (memtable flushed, L0
     /// shrunk, error recorded): stalled writers and `flush` wait on it.
     pub(crate) bg_done: Condvar,
@@ -145,9 +229,6 @@ pub(crate) struct DbInner {
     /// Compaction inputs dropped unread, wholly under newer range
     /// deletions (`strata.num-tables-dropped-unread`).
     pub(crate) tables_dropped_unread: std::sync::atomic::AtomicU64,
-    /// The memtables and version reads use, published under the state
-    /// lock whenever one of them changes, read without it.
-    pub(crate) read_view: ArcSwap<ReadView>,
     /// The last sequence number whose write is in a memtable, published
     /// (Release) after the write's entries are; read (Acquire) before
     /// `read_view`.
@@ -164,12 +245,13 @@ pub(crate) struct ReadView {
 }
 
 impl ReadView {
-    /// The view of `st`.
-    pub(crate) fn of(st: &DbState) -> ReadView {
+    /// The view of column family `id` in `st`.
+    pub(crate) fn of(st: &DbState, id: u32) -> ReadView {
+        let cf = st.cf(id);
         ReadView {
-            mem: st.mem.clone(),
-            imm: st.imm.iter().rev().map(|m| m.mem.clone()).collect(),
-            version: st.versions.current(),
+            mem: cf.mem.clone(),
+            imm: cf.imm.iter().rev().map(|m| m.mem.clone()).collect(),
+            version: st.versions.current_cf(id),
         }
     }
 }
@@ -205,7 +287,7 @@ impl DbInner {
     /// called under the state lock after every change of the memtables,
     /// the version or the last sequence number.
     pub(crate) fn publish_read_view(&self, st: &DbState) {
-        self.read_view.store(Arc::new(ReadView::of(st)));
+        self.read_view.store(Arc::new(ReadView::of(st, self.id)));
         self.publish_sequence(st);
     }
 
@@ -220,8 +302,11 @@ impl DbInner {
     #[cfg(debug_assertions)]
     fn check_read_view(&self) {
         let st = self.state.lock();
+        if !st.cfs.contains_key(&self.id) {
+            return; // dropped
+        }
         let view = self.read_view.load();
-        let fresh = ReadView::of(&st);
+        let fresh = ReadView::of(&st, self.id);
         assert!(
             Arc::ptr_eq(&view.mem, &fresh.mem)
                 && Arc::ptr_eq(&view.version, &fresh.version)
@@ -253,11 +338,40 @@ impl DbInner {
         }
     }
 
-    /// Records a background failure: writes stop with it from now on.
+    /// Every live family's handle and current version, default first.
+    pub(crate) fn current_versions(&self) -> Vec<(Arc<DbInner>, Arc<Version>)> {
+        let st = self.state.lock();
+        st.cfs
+            .iter()
+            .map(|(&id, c)| (c.handle.clone(), st.versions.current_cf(id)))
+            .collect()
+    }
+
+    /// Stops the background threads and lets go of the families' states,
+    /// which hold their handles, which hold the shared state: without
+    /// this, a closed (or failed) open would never free it, nor its lock.
+    pub(crate) fn release_families(&self) {
+        self.shutting_down.store(true, Ordering::Release);
+        {
+            let _st = self.state.lock();
+            self.bg_work.notify_all();
+        }
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+        let cfs = std::mem::take(&mut self.state.lock().cfs);
+        drop(cfs);
+    }
+
+    /// The error of a write or read through the handle of a dropped family.
+    pub(crate) fn dropped_error(&self) -> Error {
+        Error::invalid_argument(format!("column family {:?} was dropped", self.name))
+    }
+
     /// Switches the memtable if it holds data and waits until every
     /// memtable switched before the call is in tables (`DB::flush`).
     pub(crate) fn flush_memtables(&self) -> Result<()> {
-        self.write(None, false, false)?;
+        self.write_or_switch(None, false, false)?;
         let mut st = self.state.lock();
         // Every memtable switched before now has a log number below the
         // active memtable's log: those are the ones to wait for. Log
@@ -267,7 +381,10 @@ impl DbInner {
             if let Some(e) = &st.bg_error {
                 return Err(e.clone());
             }
-            if st.imm.front().is_none_or(|m| m.log_number >= active_log) {
+            let Some(cf) = st.cfs.get(&self.id) else {
+                return Err(self.dropped_error());
+            };
+            if cf.imm.front().is_none_or(|m| m.log_number >= active_log) {
                 return Ok(());
             }
             self.bg_work.notify_all();
@@ -303,14 +420,14 @@ impl DbInner {
                 return Err(e.clone());
             }
             // Wait for background work that was running when it failed.
-            if !st.flush_running && st.running.is_empty() {
+            if !st.flush_running && st.running_compactions() == 0 {
                 break;
             }
             self.bg_done.wait(&mut st);
         }
         st.bg_error = None;
         self.bg_work.notify_all();
-        while !st.imm.is_empty() {
+        while st.cfs.values().any(|c| !c.imm.is_empty()) {
             if let Some(e) = &st.bg_error {
                 return Err(e.clone());
             }
@@ -334,8 +451,8 @@ impl DbInner {
 
     /// Moves the current version to the list of older ones before `f`
     /// installs a new one.
-    pub(crate) fn remember_current(st: &mut DbState) {
-        let old = Arc::downgrade(&st.versions.current());
+    pub(crate) fn remember_current(&self, st: &mut DbState) {
+        let old = Arc::downgrade(&st.versions.current_cf(self.id));
         st.old_versions.retain(|w| w.strong_count() > 0);
         st.old_versions.push(old);
     }
@@ -368,7 +485,7 @@ impl DbInner {
             };
             let keep = match kind {
                 // Logs below the manifest's log number are flushed durably.
-                FileType::Log => number >= st.versions.log_number(),
+                FileType::Log => number >= st.versions.min_log_number(),
                 FileType::Manifest => number >= manifest,
                 FileType::Table => live.contains(&number),
                 FileType::Temp => live.contains(&number),
@@ -376,17 +493,19 @@ impl DbInner {
             };
             if !keep {
                 if kind == FileType::Table {
-                    self.table_cache.evict(number);
+                    for cf in st.cfs.values() {
+                        cf.handle.table_cache.evict(number);
+                    }
                 }
                 // A failed delete leaves garbage, not damage; the next pass retries.
                 let _ = self.fs.remove(&self.dir.join(&name));
             }
         }
-        debug_assert!(st
+        debug_assert!(st.versions.column_families().keys().all(|&id| st
             .versions
-            .current()
+            .current_cf(id)
             .all_files()
-            .all(|f| self.fs.exists(&table_file_name(&self.dir, f.number))));
+            .all(|f| self.fs.exists(&table_file_name(&self.dir, f.number)))));
     }
 
     /// Table numbers that some version (current or still read) or a

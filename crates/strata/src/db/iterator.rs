@@ -89,13 +89,30 @@ impl std::fmt::Debug for DBRawIterator<'_> {
 
 impl<'a> DBRawIterator<'a> {
     pub(crate) fn new(db: &Arc<DbInner>, ro: &ReadOptions) -> DBRawIterator<'a> {
+        Self::new_or_failed(db, ro, db.check_live().err())
+    }
+
+    /// An iterator over nothing whose `status` is `e`.
+    pub(crate) fn failed(db: &Arc<DbInner>, e: Error) -> DBRawIterator<'a> {
+        Self::new_or_failed(db, &ReadOptions::default(), Some(e))
+    }
+
+    fn new_or_failed(
+        db: &Arc<DbInner>,
+        ro: &ReadOptions,
+        error: Option<Error>,
+    ) -> DBRawIterator<'a> {
         let sv = db.super_version();
         let seq = ro.snapshot.unwrap_or(sv.sequence);
         let mut range_dels = crate::range_del::RangeDelView::default();
-        let inner: Box<dyn InternalIterator> = match db.range_del_view(&sv).and_then(|view| {
-            range_dels = view;
-            db.internal_iter(&sv, seq, ro.cache_fill(), &ro.block_property_filters.0)
-        }) {
+        let opened = match error {
+            Some(e) => Err(e),
+            None => db.range_del_view(&sv).and_then(|view| {
+                range_dels = view;
+                db.internal_iter(&sv, seq, ro.cache_fill(), &ro.block_property_filters.0)
+            }),
+        };
+        let inner: Box<dyn InternalIterator> = match opened {
             Ok(it) => Box::new(it),
             Err(e) => Box::new(ErrorIterator(e)),
         };

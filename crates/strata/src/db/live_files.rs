@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::version::NUM_LEVELS;
 
 use super::filename::table_file_name;
+use super::inner::DbInner;
 use super::DB;
 
 /// One table file of the current version.
@@ -40,14 +41,28 @@ impl DB {
     /// (the order of each level's files: by key from level 1 on, newest
     /// first in level 0). Opens each table to read its entry counts.
     pub fn live_files(&self) -> Result<Vec<LiveFile>> {
-        let version = self.inner.state.lock().versions.current();
-        let mut out = Vec::with_capacity(version.all_files().count());
+        let mut out = Vec::new();
+        for (cf, version) in self.inner.current_versions() {
+            let listed = Self::cf_live_files(&cf, &version, &mut out);
+            // Through the release path: if the version stopped being
+            // current meanwhile, this may be its last holder.
+            cf.release_version(version);
+            listed?;
+        }
+        Ok(out)
+    }
+
+    fn cf_live_files(
+        cf: &DbInner,
+        version: &crate::version::Version,
+        out: &mut Vec<LiveFile>,
+    ) -> Result<()> {
         for level in 0..NUM_LEVELS {
             for f in version.files(level) {
-                let table = self.inner.table_cache.get_for(f, level)?;
+                let table = cf.table_cache.get_for(f, level)?;
                 let props = table.properties();
                 out.push(LiveFile {
-                    column_family_name: "default".into(),
+                    column_family_name: cf.name.clone(),
                     // The name below the database directory, as RocksDB.
                     name: table_file_name(Path::new("/"), f.number)
                         .display()
@@ -63,10 +78,7 @@ impl DB {
                 });
             }
         }
-        // Through the release path: if the version stopped being current
-        // meanwhile, this may be its last holder.
-        self.inner.release_version(version);
-        Ok(out)
+        Ok(())
     }
 
     /// Reads every live table file whole and checks every checksum in it
@@ -77,13 +89,24 @@ impl DB {
     /// from the table cache, so a damaged one is reported rather than
     /// failing the whole check.
     pub fn verify_table_files(&self) -> Vec<TableFileCheck> {
-        let version = self.inner.state.lock().versions.current();
-        let mut out = Vec::with_capacity(version.all_files().count());
+        let mut out = Vec::new();
+        for (cf, version) in self.inner.current_versions() {
+            Self::verify_cf_table_files(&cf, &version, &mut out);
+            cf.release_version(version);
+        }
+        out
+    }
+
+    fn verify_cf_table_files(
+        cf: &DbInner,
+        version: &crate::version::Version,
+        out: &mut Vec<TableFileCheck>,
+    ) {
         for level in 0..NUM_LEVELS {
             for f in version.files(level) {
-                let path = table_file_name(&self.inner.dir, f.number);
+                let path = table_file_name(&cf.dir, f.number);
                 let name = path.display().to_string();
-                let result = self.inner.fs.open_random_access(&path).and_then(|file| {
+                let result = cf.fs.open_random_access(&path).and_then(|file| {
                     if file.size() != f.file_size {
                         return Err(Error::corruption(
                             &name,
@@ -95,7 +118,7 @@ impl DB {
                             ),
                         ));
                     }
-                    crate::sst::verify_table(file, &name, self.inner.user_cmp.clone())
+                    crate::sst::verify_table(file, &name, cf.user_cmp.clone())
                 });
                 out.push(TableFileCheck {
                     name: table_file_name(Path::new("/"), f.number)
@@ -106,8 +129,6 @@ impl DB {
                 });
             }
         }
-        self.inner.release_version(version);
-        out
     }
 
     /// Checks every live table file ([`DB::verify_table_files`]) and

@@ -5,6 +5,7 @@
 
 pub(crate) mod backup;
 pub(crate) mod checkpoint;
+pub mod column_family;
 mod compaction;
 pub mod db_iter;
 pub mod filename;
@@ -35,6 +36,7 @@ use crate::key::SequenceNumber;
 
 use inner::DbInner;
 
+pub use column_family::{AsColumnFamilyRef, ColumnFamily, ColumnFamilyDescriptor};
 pub use ingest::{IngestExternalFileOptions, SstFileWriter};
 pub use iterator::{DBIterator, DBRawIterator, Direction, IteratorMode};
 pub use live_files::{LiveFile, TableFileCheck};
@@ -73,8 +75,13 @@ pub use write_batch::WriteBatch;
 /// # Ok::<(), strata_kv::Error>(())
 /// ```
 pub struct DB {
+    /// The default column family.
     inner: Arc<DbInner>,
     path: PathBuf,
+    /// Every column family handle given out since open, dropped ones
+    /// too: none is removed while the database lives, so `cf_handle` can
+    /// lend `&ColumnFamily` for the database's lifetime.
+    cfs: parking_lot::Mutex<Vec<Arc<ColumnFamily>>>,
 }
 
 impl std::fmt::Debug for DB {
@@ -86,9 +93,100 @@ impl std::fmt::Debug for DB {
 impl DB {
     /// Opens the database at `path` with `opts`.
     pub fn open<P: AsRef<Path>>(opts: &Options, path: P) -> Result<DB> {
+        Self::open_cf_descriptors(opts, path, Vec::new())
+    }
+
+    /// Opens the database at `path` with the column families `names`
+    /// (each with default options; the default family is always opened),
+    /// as `rocksdb::DB::open_cf`. Every family on record must be named
+    /// (`InvalidArgument` naming those that are not); a name not on record
+    /// is created with [`Options::create_missing_column_families`], and
+    /// is `InvalidArgument` without it.
+    pub fn open_cf<P, I, N>(opts: &Options, path: P, names: I) -> Result<DB>
+    where
+        P: AsRef<Path>,
+        I: IntoIterator<Item = N>,
+        N: AsRef<str>,
+    {
+        let descriptors: Vec<ColumnFamilyDescriptor> = names
+            .into_iter()
+            .map(|n| ColumnFamilyDescriptor::new(n.as_ref(), Options::default()))
+            .collect();
+        Self::open_cf_descriptors(opts, path, descriptors)
+    }
+
+    /// [`DB::open_cf`] with each family's options, as
+    /// `rocksdb::DB::open_cf_descriptors`. A family's options give its
+    /// comparator, memtable size, table format, compaction settings, merge
+    /// operator and prefix extractor; the database-wide options (file
+    /// system, background jobs, open files, log recovery, rate limiter)
+    /// are `opts`'. A descriptor named `"default"` gives the default
+    /// family's.
+    pub fn open_cf_descriptors<P, I>(opts: &Options, path: P, descriptors: I) -> Result<DB>
+    where
+        P: AsRef<Path>,
+        I: IntoIterator<Item = ColumnFamilyDescriptor>,
+    {
         let path = path.as_ref().to_path_buf();
-        let inner = open::open(opts, &path)?;
-        Ok(DB { inner, path })
+        let descriptors: Vec<ColumnFamilyDescriptor> = descriptors.into_iter().collect();
+        let handles = open::open(opts, &path, &descriptors)?;
+        Ok(Self::with_handles(handles, path))
+    }
+
+    fn with_handles(handles: Vec<Arc<DbInner>>, path: PathBuf) -> DB {
+        let inner = handles[0].clone();
+        let cfs = handles
+            .into_iter()
+            .map(|inner| Arc::new(ColumnFamily { inner }))
+            .collect();
+        DB {
+            inner,
+            path,
+            cfs: parking_lot::Mutex::new(cfs),
+        }
+    }
+
+    /// The names of the column families of the database at `path`, the
+    /// default first, as `rocksdb::DB::list_cf`.
+    pub fn list_cf<P: AsRef<Path>>(opts: &Options, path: P) -> Result<Vec<String>> {
+        crate::version::VersionSet::list_column_families(opts.fs.as_ref(), path.as_ref())
+    }
+
+    /// Creates column family `name` with `opts` (its per-family options),
+    /// as `rocksdb::DB::create_cf`. `InvalidArgument` if it exists.
+    pub fn create_cf<N: AsRef<str>>(&self, name: N, opts: &Options) -> Result<()> {
+        let inner = self.inner.create_column_family(name.as_ref(), opts)?;
+        self.cfs.lock().push(Arc::new(ColumnFamily { inner }));
+        Ok(())
+    }
+
+    /// Drops column family `name`, as `rocksdb::DB::drop_cf`: its data is
+    /// gone (its tables are deleted once no read holds them), and reads
+    /// and writes through its handle fail with `InvalidArgument`. The
+    /// default family cannot be dropped.
+    pub fn drop_cf(&self, name: &str) -> Result<()> {
+        let handle = self.live_handle(name).ok_or_else(|| {
+            Error::invalid_argument(format!("column family {name:?} does not exist"))
+        })?;
+        handle.inner.drop_column_family()
+    }
+
+    /// The handle of column family `name`, if it exists, as
+    /// `rocksdb::DB::cf_handle`.
+    pub fn cf_handle(&self, name: &str) -> Option<&ColumnFamily> {
+        let handle = self.live_handle(name)?;
+        // SAFETY: the Arc stays in `self.cfs`, which never removes an
+        // entry while `self` lives, and an Arc's pointee never moves: the
+        // reference is valid for as long as `&self` is.
+        Some(unsafe { &*Arc::as_ptr(&handle) })
+    }
+
+    fn live_handle(&self, name: &str) -> Option<Arc<ColumnFamily>> {
+        self.cfs
+            .lock()
+            .iter()
+            .find(|c| c.inner.name == name && !c.inner.dropped.load(Ordering::Acquire))
+            .cloned()
     }
 
     /// Opens the database at `path` for reading only, as
@@ -106,9 +204,29 @@ impl DB {
         path: P,
         error_if_log_file_exist: bool,
     ) -> Result<DB> {
+        Self::open_cf_for_read_only(opts, path, Vec::<&str>::new(), error_if_log_file_exist)
+    }
+
+    /// [`DB::open_for_read_only`] with column families `names` (a subset
+    /// of those on record is fine), as `rocksdb::DB::open_cf_for_read_only`.
+    pub fn open_cf_for_read_only<P, I, N>(
+        opts: &Options,
+        path: P,
+        names: I,
+        error_if_log_file_exist: bool,
+    ) -> Result<DB>
+    where
+        P: AsRef<Path>,
+        I: IntoIterator<Item = N>,
+        N: AsRef<str>,
+    {
         let path = path.as_ref().to_path_buf();
-        let inner = open::open_read_only(opts, &path, error_if_log_file_exist)?;
-        Ok(DB { inner, path })
+        let descriptors: Vec<ColumnFamilyDescriptor> = names
+            .into_iter()
+            .map(|n| ColumnFamilyDescriptor::new(n.as_ref(), Options::default()))
+            .collect();
+        let handles = open::open_read_only(opts, &path, &descriptors, error_if_log_file_exist)?;
+        Ok(Self::with_handles(handles, path))
     }
 
     /// Opens with default options, creating the database if missing.
@@ -228,16 +346,10 @@ impl DB {
 
     /// Applies a batch atomically with write options.
     pub fn write_opt(&self, batch: WriteBatch, wo: &WriteOptions) -> Result<()> {
-        if batch.has_merge() && self.inner.opts.merge_operator.is_none() {
-            // As RocksDB: operands nobody can resolve are refused up front.
-            return Err(Error::NotSupported(
-                "merge needs a merge operator: Options::set_merge_operator at open".into(),
-            ));
+        if batch.has_merge() || batch.has_range_del() || batch.has_cf() {
+            self.inner.check_batch(&batch)?;
         }
-        if batch.has_range_del() {
-            self.inner.check_range_deletions(&batch)?;
-        }
-        self.inner.write(Some(batch), wo.sync, wo.disable_wal)
+        self.inner.write(batch, wo.sync, wo.disable_wal)
     }
 
     /// The value of `key`, copied.
@@ -467,14 +579,20 @@ impl Drop for DB {
         // with the log disabled live only in the memtables, so a clean
         // close writes them to tables. Best effort: a failure here has no
         // caller to go to, and leaves the database as a crash would.
-        let unpersisted = {
+        let unpersisted: Vec<Arc<DbInner>> = {
             let st = self.inner.state.lock();
-            st.unpersisted_data
-                && st.bg_error.is_none()
-                && !(st.mem.is_empty() && st.imm.is_empty())
+            if st.unpersisted_data && st.bg_error.is_none() {
+                st.cfs
+                    .values()
+                    .filter(|c| !(c.mem.is_empty() && c.imm.is_empty()))
+                    .map(|c| c.handle.clone())
+                    .collect()
+            } else {
+                Vec::new()
+            }
         };
-        if unpersisted {
-            let _ = self.flush();
+        for cf in unpersisted {
+            let _ = cf.flush_memtables();
         }
         self.inner.shutting_down.store(true, Ordering::Release);
         {
@@ -484,11 +602,14 @@ impl Drop for DB {
         for t in self.inner.threads.lock().drain(..) {
             let _ = t.join();
         }
-        let mut st = self.inner.state.lock();
-        if let Some(log) = st.log.as_mut() {
-            // Best effort: unsynced writes are not promised to survive.
-            let _ = log.flush();
+        {
+            let mut st = self.inner.state.lock();
+            if let Some(log) = st.log.as_mut() {
+                // Best effort: unsynced writes are not promised to survive.
+                let _ = log.flush();
+            }
         }
+        self.inner.release_families();
     }
 }
 
@@ -662,7 +783,7 @@ fn copied(results: Vec<Result<Option<DBPinnableSlice>>>) -> Vec<Result<Option<Ve
 }
 
 impl DbInner {
-    fn property(&self, name: &str) -> Result<Option<String>> {
+    pub(crate) fn property(&self, name: &str) -> Result<Option<String>> {
         let Some(prop) = name
             .strip_prefix("strata.")
             .or_else(|| name.strip_prefix("rocksdb."))
@@ -670,7 +791,10 @@ impl DbInner {
             return Ok(None);
         };
         let st = self.state.lock();
-        let v = st.versions.current();
+        let Some(cf) = st.cfs.get(&self.id) else {
+            return Err(self.dropped_error());
+        };
+        let v = st.versions.current_cf(self.id);
         if let Some(level) = prop.strip_prefix("num-files-at-level") {
             let level: usize = level
                 .parse()
@@ -681,17 +805,17 @@ impl DbInner {
             let level: usize = level
                 .parse()
                 .map_err(|_| Error::invalid_argument(format!("bad property {name}")))?;
-            return Ok(st.stats.get(level).map(|s| s.bytes_written.to_string()));
+            return Ok(cf.stats.get(level).map(|s| s.bytes_written.to_string()));
         }
         if let Some(level) = prop.strip_prefix("compaction.bytes-moved-at-level") {
             let level: usize = level
                 .parse()
                 .map_err(|_| Error::invalid_argument(format!("bad property {name}")))?;
-            return Ok(st.stats.get(level).map(|s| s.bytes_moved.to_string()));
+            return Ok(cf.stats.get(level).map(|s| s.bytes_moved.to_string()));
         }
         let mem_bytes = || {
-            st.mem.approximate_memory_usage()
-                + st.imm
+            cf.mem.approximate_memory_usage()
+                + cf.imm
                     .iter()
                     .map(|m| m.mem.approximate_memory_usage())
                     .sum::<usize>()
@@ -702,8 +826,8 @@ impl DbInner {
             }
             "cur-size-all-mem-tables" => Some(mem_bytes().to_string()),
             "estimate-num-keys" => {
-                let mem: usize = st.mem.num_entries()
-                    + st.imm.iter().map(|m| m.mem.num_entries()).sum::<usize>();
+                let mem: usize = cf.mem.num_entries()
+                    + cf.imm.iter().map(|m| m.mem.num_entries()).sum::<usize>();
                 let tables: u64 = (0..crate::version::NUM_LEVELS)
                     .flat_map(|level| v.files(level).iter().map(move |f| (level, f)))
                     .filter_map(|(level, f)| {
@@ -723,9 +847,9 @@ impl DbInner {
                     .to_string(),
             ),
             // Level 0's outputs are flushes; every other level's, compactions.
-            "num-flushes" => Some(st.stats[0].count.to_string()),
+            "num-flushes" => Some(cf.stats[0].count.to_string()),
             "num-compactions" => Some(
-                st.stats[1..]
+                cf.stats[1..]
                     .iter()
                     .map(|s| s.count)
                     .sum::<u64>()
@@ -764,7 +888,7 @@ impl DbInner {
         let scores = self.level_scores(v, &targets);
         let mut out = compaction::stats::format_stats(&compaction::stats::StatsInput {
             version: v,
-            stats: &st.stats,
+            stats: &st.cf(self.id).stats,
             scores: &scores,
             targets: &targets,
             user_bytes: st.user_bytes,
@@ -772,11 +896,11 @@ impl DbInner {
         });
         out.push_str(&format!(
             "Memtables: {} immutable, {} bytes active; last sequence {}; open tables {}; running compactions {}\n",
-            st.imm.len(),
-            st.mem.approximate_memory_usage(),
+            st.cf(self.id).imm.len(),
+            st.cf(self.id).mem.approximate_memory_usage(),
             st.versions.last_sequence(),
             self.table_cache.len(),
-            st.running.len()
+            st.cf(self.id).running.len()
         ));
         out
     }

@@ -11,13 +11,16 @@ use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::key::InternalKeyComparator;
 use crate::memtable::MemTable;
-use crate::version::{VersionEdit, VersionSet};
+use crate::version::{
+    VersionEdit, VersionSet, DEFAULT_COLUMN_FAMILY_ID, DEFAULT_COLUMN_FAMILY_NAME,
+};
 use crate::wal::{LogReader, LogWriter};
 
+use super::column_family::ColumnFamilyDescriptor;
 use super::filename::{
     current_file_name, lock_file_name, log_file_name, parse_file_name, table_file_name, FileType,
 };
-use super::inner::{DbInner, DbState, LevelStats, ReadView};
+use super::inner::{CfState, DbInner, DbShared, DbState, ReadView};
 use super::options::Options;
 use super::table_cache::TableCache;
 use super::write::insert_into;
@@ -26,11 +29,51 @@ use super::write_batch::{BatchRecord, WriteBatch};
 /// Block cache used when the options name none: 32 MiB, as RocksDB.
 const DEFAULT_BLOCK_CACHE_BYTES: usize = 32 << 20;
 
-/// Opens (or creates) the database in `dir` and starts its background
-/// threads.
-pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
+/// The column families an open asks for: `descriptors`, with the default
+/// family added (with the database's options) if missing. Names must be
+/// distinct.
+fn families(
+    opts: &Options,
+    descriptors: &[ColumnFamilyDescriptor],
+) -> Result<Vec<(String, Options)>> {
+    let mut out: Vec<(String, Options)> = Vec::with_capacity(descriptors.len() + 1);
+    if !descriptors
+        .iter()
+        .any(|d| d.name == DEFAULT_COLUMN_FAMILY_NAME)
+    {
+        out.push((DEFAULT_COLUMN_FAMILY_NAME.to_owned(), opts.clone()));
+    }
+    for d in descriptors {
+        if out.iter().any(|(n, _)| *n == d.name) {
+            return Err(Error::invalid_argument(format!(
+                "column family {:?} is named twice",
+                d.name
+            )));
+        }
+        if d.name.is_empty() {
+            return Err(Error::invalid_argument("a column family name is empty"));
+        }
+        let cf_opts = d.options.for_column_family(opts);
+        cf_opts.validate()?;
+        out.push((d.name.clone(), cf_opts));
+    }
+    // The default family first.
+    out.sort_by_key(|(n, _)| n != DEFAULT_COLUMN_FAMILY_NAME);
+    Ok(out)
+}
+
+/// Opens (or creates) the database in `dir` with the column families
+/// `descriptors` (the default one is always opened) and starts its
+/// background threads. Returns the families' handles, default first, then
+/// in the order given.
+pub(crate) fn open(
+    opts: &Options,
+    dir: &Path,
+    descriptors: &[ColumnFamilyDescriptor],
+) -> Result<Vec<Arc<DbInner>>> {
     let opts = &opts.sanitized();
     opts.validate()?;
+    let wanted = families(opts, descriptors)?;
     let fs = opts.fs.clone();
     let shown = dir.display();
     if fs.exists(dir) && !fs.is_dir(dir) {
@@ -67,42 +110,101 @@ pub(crate) fn open(opts: &Options, dir: &Path) -> Result<Arc<DbInner>> {
     if !has_db {
         refuse_orphaned_data(fs.as_ref(), dir)?;
     }
-    let ucmp = opts.comparator.clone();
-    let icmp = InternalKeyComparator::new(ucmp.clone());
-    let versions = if has_db {
-        VersionSet::recover(fs.clone(), dir, icmp.clone())?
+    let opened: Vec<(String, InternalKeyComparator)> = wanted
+        .iter()
+        .map(|(n, o)| (n.clone(), InternalKeyComparator::new(o.comparator.clone())))
+        .collect();
+    let missing: Vec<&str> = if has_db {
+        let on_record = VersionSet::list_column_families(fs.as_ref(), dir)?;
+        wanted
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .filter(|n| !on_record.iter().any(|r| r == n))
+            .collect()
     } else {
-        VersionSet::create_new(fs.clone(), dir, icmp.clone())?
+        wanted.iter().skip(1).map(|(n, _)| n.as_str()).collect()
+    };
+    if !missing.is_empty() && !opts.create_missing_column_families {
+        return Err(Error::invalid_argument(format!(
+            "column families not found: {} (set create_missing_column_families to create them)",
+            missing.join(", ")
+        )));
+    }
+    let versions = if has_db {
+        VersionSet::recover_cfs(fs.clone(), dir, &opened)?
+    } else {
+        VersionSet::create_new(fs.clone(), dir, opened[0].1.clone())?
     };
     check_tables(fs.as_ref(), dir, &versions, opts)?;
-    check_merge_operator(&versions, opts, dir)?;
-    let inner = build(opts, dir, versions, Some(lock), false);
-    inner.recover_logs()?;
+    for (&id, cf) in versions.column_families() {
+        let cf_opts = &wanted
+            .iter()
+            .find(|(n, _)| *n == cf.name)
+            .expect("opened")
+            .1;
+        check_merge_operator(&versions, id, cf_opts, dir)?;
+    }
+    let default = build(opts, dir, versions, &wanted, Some(lock), false);
+    let started = start(&default, opts, fs.as_ref(), dir, &wanted, &missing);
+    if started.is_err() {
+        default.release_families();
+    }
+    started?;
+    let st = default.state.lock();
+    let handles = wanted
+        .iter()
+        .map(|(name, _)| {
+            st.cfs
+                .values()
+                .find(|c| c.handle.name == *name)
+                .expect("opened or created")
+                .handle
+                .clone()
+        })
+        .collect();
+    Ok(handles)
+}
+
+/// Replays the logs, creates the missing families, writes the options
+/// file and starts the background threads of a database `build` made.
+fn start(
+    default: &Arc<DbInner>,
+    opts: &Options,
+    fs: &dyn crate::env::FileSystem,
+    dir: &Path,
+    wanted: &[(String, Options)],
+    missing: &[&str],
+) -> Result<()> {
+    default.recover_logs()?;
+    for name in missing {
+        let cf_opts = &wanted.iter().find(|(n, _)| n == name).expect("wanted").1;
+        default.create_column_family(name, cf_opts)?;
+    }
     // What the database runs with, for tools and people (RocksDB's OPTIONS
     // file); written through a temporary file and a rename.
     crate::env::write_file_atomic(
-        fs.as_ref(),
+        fs,
         &super::filename::options_file_name(dir),
         opts.to_toml().as_bytes(),
     )?;
     for _ in 0..opts.max_background_jobs {
-        let db = inner.clone();
+        let db = default.clone();
         let handle = std::thread::Builder::new()
             .name("strata-bg".into())
             .spawn(move || db.background_loop())
             .map_err(|e| Error::io("spawning a background thread", e))?;
-        inner.threads.lock().push(handle);
+        default.threads.lock().push(handle);
     }
-    inner.bg_work.notify_all();
-    Ok(inner)
+    default.bg_work.notify_all();
+    Ok(())
 }
 
-/// A database that ran with a merge operator opens for writing only with
+/// A family that ran with a merge operator opens for writing only with
 /// that operator or none: operands written under two names would leave
 /// tables no single operator can read. (Without one, no operand can be
 /// written, and reads of old operands fail with a clear error.)
-fn check_merge_operator(versions: &VersionSet, opts: &Options, dir: &Path) -> Result<()> {
-    let recorded = versions.merge_operator().filter(|r| !r.is_empty());
+fn check_merge_operator(versions: &VersionSet, id: u32, opts: &Options, dir: &Path) -> Result<()> {
+    let recorded = versions.merge_operator(id).filter(|r| !r.is_empty());
     match (recorded, &opts.merge_operator) {
         (Some(r), Some(op)) if r != op.name() => Err(Error::invalid_argument(format!(
             "{} ran with merge operator {r:?}; it cannot be opened for writing with {:?}",
@@ -121,47 +223,47 @@ fn check_tables(
     versions: &VersionSet,
     opts: &Options,
 ) -> Result<()> {
-    for f in versions.current().all_files() {
-        let path = table_file_name(dir, f.number);
-        if !fs.exists(&path) {
-            return Err(Error::corruption(
-                path.display().to_string(),
-                0,
-                "table file named by the manifest is missing",
-            ));
+    for &id in versions.column_families().keys() {
+        for f in versions.current_cf(id).all_files() {
+            let path = table_file_name(dir, f.number);
+            if !fs.exists(&path) {
+                return Err(Error::corruption(
+                    path.display().to_string(),
+                    0,
+                    "table file named by the manifest is missing",
+                ));
+            }
+            if opts.skip_checking_sst_file_sizes_on_db_open {
+                continue;
+            }
+            // As RocksDB by default: a truncated (or grown) table is found
+            // at open, with both sizes, not at the first read that reaches it.
+            let size = fs.file_size(&path)?;
+            super::table_cache::check_table_size(&path.display().to_string(), size, f.file_size)?;
         }
-        if opts.skip_checking_sst_file_sizes_on_db_open {
-            continue;
-        }
-        // As RocksDB by default: a truncated (or grown) table is found at
-        // open, with both sizes, not at the first read that reaches it.
-        let size = fs.file_size(&path)?;
-        super::table_cache::check_table_size(&path.display().to_string(), size, f.file_size)?;
     }
     Ok(())
 }
 
-/// The database state over `versions`, before any log is replayed.
-fn build(
-    opts: &Options,
-    dir: &Path,
-    versions: VersionSet,
-    lock: Option<Box<dyn crate::env::FileLock>>,
-    read_only: bool,
-) -> Arc<DbInner> {
-    let fs = opts.fs.clone();
-    let ucmp = opts.comparator.clone();
-    let icmp = InternalKeyComparator::new(ucmp.clone());
-    let block_cache = match (&opts.table.cache, opts.table.no_block_cache) {
+/// The block cache of a family whose options name none: 32 MiB, as
+/// RocksDB, shared by every such family of the database.
+fn block_cache_for(opts: &Options, shared_default: &Arc<BlockCache>) -> Option<Arc<BlockCache>> {
+    match (&opts.table.cache, opts.table.no_block_cache) {
         (_, true) => None,
         (Some(c), false) => Some(c.inner.clone()),
-        (None, false) => Some(Arc::new(BlockCache::new(DEFAULT_BLOCK_CACHE_BYTES, None))),
-    };
+        (None, false) => Some(shared_default.clone()),
+    }
+}
+
+/// Column family `id`'s handle over `shared`.
+pub(crate) fn make_cf(shared: &Arc<DbShared>, id: u32, name: &str, opts: &Options) -> DbInner {
+    let ucmp = opts.comparator.clone();
+    let icmp = InternalKeyComparator::new(ucmp.clone());
     let table_cache = TableCache::new(
-        dir.to_owned(),
-        fs.clone(),
+        shared.dir.clone(),
+        shared.fs.clone(),
         ucmp.clone(),
-        block_cache,
+        block_cache_for(opts, &shared.default_block_cache),
         opts.max_open_files,
     )
     .with_index_and_filter_placement(
@@ -171,41 +273,66 @@ fn build(
     .with_prefix_extractor(opts.prefix_extractor.clone())
     .with_merge_operator(opts.merge_operator.as_ref().map(|m| m.name().to_string()))
     .with_packed_lazy_checksums(opts.packed.as_ref().is_some_and(|p| p.lazy_checksums));
+    DbInner {
+        shared: shared.clone(),
+        id,
+        name: name.to_owned(),
+        opts: opts.clone(),
+        icmp,
+        user_cmp: ucmp,
+        table_cache,
+        read_view: ArcSwap::from_pointee(ReadView {
+            mem: Arc::new(MemTable::new(InternalKeyComparator::new(
+                opts.comparator.clone(),
+            ))),
+            imm: Vec::new(),
+            version: Arc::new(crate::version::Version::empty()),
+        }),
+        dropped: AtomicBool::new(false),
+    }
+}
+
+/// The database state over `versions`, before any log is replayed: the
+/// default family's handle (every family on record has its state).
+fn build(
+    opts: &Options,
+    dir: &Path,
+    versions: VersionSet,
+    wanted: &[(String, Options)],
+    lock: Option<Box<dyn crate::env::FileLock>>,
+    read_only: bool,
+) -> Arc<DbInner> {
+    let fs = opts.fs.clone();
+    let sequence = versions.last_sequence();
+    let on_record: Vec<(u32, String)> = versions
+        .column_families()
+        .iter()
+        .map(|(&id, cf)| (id, cf.name.clone()))
+        .collect();
     let state = DbState {
-        mem: Arc::new(MemTable::new(icmp.clone())),
+        cfs: Default::default(),
         log: None,
         log_number: 0,
-        imm: Default::default(),
         versions,
         bg_error: None,
         bg_error_in_log: false,
         writers: Default::default(),
         flush_running: false,
-        running: Vec::new(),
-        running_ids: Vec::new(),
         next_compaction_id: 0,
-        manual_compaction: false,
         pending_outputs: Default::default(),
         snapshots: Default::default(),
         old_versions: Vec::new(),
-        compact_pointer: Default::default(),
-        stats: [LevelStats::default(); crate::version::NUM_LEVELS],
         user_bytes: 0,
         unpersisted_data: false,
         wal_bytes: 0,
         file_deletions_disabled: 0,
     };
-    let view = ReadView::of(&state);
-    let sequence = state.versions.last_sequence();
-    Arc::new(DbInner {
+    let shared = Arc::new(DbShared {
         dir: dir.to_owned(),
-        opts: opts.clone(),
+        db_opts: opts.clone(),
         fs: fs.clone(),
-        icmp: icmp.clone(),
-        user_cmp: ucmp,
-        table_cache,
         state: Mutex::new(state),
-        read_view: ArcSwap::from_pointee(view),
+        default_block_cache: Arc::new(BlockCache::new(DEFAULT_BLOCK_CACHE_BYTES, None)),
         visible_sequence: AtomicU64::new(sequence),
         bg_done: Condvar::new(),
         bg_work: Condvar::new(),
@@ -216,7 +343,19 @@ fn build(
         point_reads: Default::default(),
         iterator_steps: Default::default(),
         tables_dropped_unread: Default::default(),
-    })
+    });
+    let mut st = shared.state.lock();
+    for (id, name) in on_record {
+        let Some((_, cf_opts)) = wanted.iter().find(|(n, _)| *n == name) else {
+            continue; // a read-only open of a subset
+        };
+        let handle = Arc::new(make_cf(&shared, id, &name, cf_opts));
+        st.cfs.insert(id, CfState::new(handle.clone(), 0));
+        handle.publish_read_view(&st);
+    }
+    let default = st.cf(DEFAULT_COLUMN_FAMILY_ID).handle.clone();
+    drop(st);
+    default
 }
 
 /// Opens the database in `dir` for reading only: no lock is taken and
@@ -226,14 +365,17 @@ fn build(
 /// return `NotSupported`; no background thread runs; no file is deleted.
 /// The view is the one at open: what another process writes later is not
 /// seen, and tables it deletes meanwhile become unreadable (RocksDB's
-/// read-only open behaves the same).
+/// read-only open behaves the same). Column families on record but not in
+/// `descriptors` are not opened.
 pub(crate) fn open_read_only(
     opts: &Options,
     dir: &Path,
+    descriptors: &[ColumnFamilyDescriptor],
     error_if_log_file_exist: bool,
-) -> Result<Arc<DbInner>> {
+) -> Result<Vec<Arc<DbInner>>> {
     let opts = &opts.sanitized();
     opts.validate()?;
+    let wanted = families(opts, descriptors)?;
     let fs = opts.fs.clone();
     if !fs.exists(&current_file_name(dir)) {
         return Err(Error::invalid_argument(format!(
@@ -241,12 +383,41 @@ pub(crate) fn open_read_only(
             dir.display()
         )));
     }
-    let icmp = InternalKeyComparator::new(opts.comparator.clone());
-    let versions = VersionSet::recover_read_only(fs.clone(), dir, icmp)?;
+    let opened: Vec<(String, InternalKeyComparator)> = wanted
+        .iter()
+        .map(|(n, o)| (n.clone(), InternalKeyComparator::new(o.comparator.clone())))
+        .collect();
+    let versions = VersionSet::recover_read_only(fs.clone(), dir, &opened)?;
+    let missing: Vec<&str> = wanted
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .filter(|n| !versions.column_families().values().any(|cf| cf.name == *n))
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::invalid_argument(format!(
+            "column families not found: {}",
+            missing.join(", ")
+        )));
+    }
     check_tables(fs.as_ref(), dir, &versions, opts)?;
-    let inner = build(opts, dir, versions, None, true);
-    inner.replay_logs_read_only(error_if_log_file_exist)?;
-    Ok(inner)
+    let default = build(opts, dir, versions, &wanted, None, true);
+    if let Err(e) = default.replay_logs_read_only(error_if_log_file_exist) {
+        default.release_families();
+        return Err(e);
+    }
+    let st = default.state.lock();
+    let handles = wanted
+        .iter()
+        .map(|(name, _)| {
+            st.cfs
+                .values()
+                .find(|c| c.handle.name == *name)
+                .expect("checked above")
+                .handle
+                .clone()
+        })
+        .collect();
+    Ok(handles)
 }
 
 /// A new database is made only where no data of an old one lies: logs or
@@ -279,12 +450,20 @@ fn refuse_orphaned_data(fs: &dyn crate::env::FileSystem, dir: &Path) -> Result<(
     )))
 }
 
+/// The memtables a log replay fills, one per family on record.
+struct Recovering {
+    /// Family id, its handle, its memtable.
+    mems: Vec<(u32, Arc<DbInner>, Arc<MemTable>)>,
+    /// The last sequence number replayed (batches must follow it).
+    last: Option<u64>,
+}
+
 impl DbInner {
-    /// The logs the manifest does not cover, oldest first. With
+    /// The logs some family on record may need, oldest first. With
     /// `mark_used`, every file number in the directory is marked used, so
     /// none is handed out again.
     fn logs_to_replay(&self, st: &mut DbState, mark_used: bool) -> Result<Vec<u64>> {
-        let min_log = st.versions.log_number();
+        let min_log = st.versions.min_log_number();
         let mut logs = Vec::new();
         for name in self.fs.list(&self.dir)? {
             if let Some((kind, number)) = parse_file_name(&name) {
@@ -300,22 +479,25 @@ impl DbInner {
         Ok(logs)
     }
 
-    /// Inserts every batch of log `number` into `mem`, raising `max_seq`
-    /// to the last sequence number applied; `after` runs after each batch.
+    /// Inserts every batch of log `number` into the memtables of
+    /// `rec`: a record of a family goes in only if the family's log number
+    /// says its tables do not hold it yet (records of dropped families
+    /// are skipped). Raises `max_seq` to the last sequence number
+    /// applied; `after` runs after each batch.
     fn replay_log(
         &self,
-        recorded_merge_operator: Option<&str>,
+        st: &DbState,
         number: u64,
-        mem: &mut Arc<MemTable>,
+        rec: &mut Recovering,
         max_seq: &mut u64,
-        mut after: impl FnMut(&mut Arc<MemTable>) -> Result<()>,
+        mut after: impl FnMut(&mut Recovering) -> Result<()>,
     ) -> Result<()> {
         let path = log_file_name(&self.dir, number);
         let name = path.display().to_string();
         let mut reader = LogReader::new(
             self.fs.open_sequential(&path)?,
             name.clone(),
-            self.opts.wal_recovery_mode,
+            self.db_opts.wal_recovery_mode,
         );
         let mut record = Vec::new();
         while reader.read_record(&mut record)? {
@@ -323,9 +505,9 @@ impl DbInner {
             let batch = WriteBatch::from_record(&record, &name, offset)?;
             let first = batch.sequence();
             // Writers number batches in increasing order; a batch that does
-            // not follow those already in this memtable (a damaged or
-            // foreign log whose checksums hold) would collide with them.
-            if let Some(last) = mem.largest_sequence().filter(|&last| first <= last) {
+            // not follow those already replayed (a damaged or foreign log
+            // whose checksums hold) would collide with them.
+            if let Some(last) = rec.last.filter(|&last| first <= last) {
                 return Err(Error::corruption(
                     &name,
                     offset,
@@ -334,21 +516,40 @@ impl DbInner {
                     ),
                 ));
             }
-            if batch
-                .iter()
-                .any(|r| matches!(r, Ok(BatchRecord::Merge(..))))
-            {
-                self.check_logged_operands(recorded_merge_operator, &name, offset)?;
+            let applies = |cf: u32| number >= st.versions.cf_log_number(cf);
+            if batch.has_merge() {
+                for r in batch.iter_cf() {
+                    if let Ok((cf, BatchRecord::Merge(..))) = r {
+                        if let Some((_, h, _)) = rec.mems.iter().find(|(id, _, _)| *id == cf) {
+                            if applies(cf) {
+                                let recorded = st.versions.merge_operator(cf);
+                                h.check_logged_operands(recorded, &name, offset)?;
+                            }
+                        }
+                    }
+                }
             }
-            insert_into(mem, &batch, first);
-            *max_seq = (*max_seq).max(first + batch.len() as u64 - 1);
-            after(mem)?;
+            let mems = &rec.mems;
+            insert_into(
+                |cf| {
+                    mems.iter()
+                        .find(|(id, _, _)| *id == cf)
+                        .filter(|_| applies(cf))
+                        .map(|(_, _, m)| &**m)
+                },
+                &batch,
+                first,
+            );
+            let last = first + batch.len() as u64 - 1;
+            rec.last = Some(last);
+            *max_seq = (*max_seq).max(last);
+            after(rec)?;
         }
         Ok(())
     }
 
     /// Logged merge operands are replayed only under the merge operator
-    /// that wrote them: the one on record (a database that never recorded
+    /// that wrote them: the one on record (a family that never recorded
     /// one takes any), and never without one.
     fn check_logged_operands(&self, recorded: Option<&str>, log: &str, offset: u64) -> Result<()> {
         let configured = self.opts.merge_operator.as_ref().map(|m| m.name());
@@ -367,13 +568,28 @@ impl DbInner {
         )))
     }
 
-    /// Replays the logs the manifest does not cover into the memtable,
+    /// Empty memtables for every family of `st`.
+    fn recovering(st: &DbState) -> Recovering {
+        Recovering {
+            mems: st
+                .cfs
+                .iter()
+                .map(|(&id, c)| {
+                    let mem = Arc::new(MemTable::new(c.handle.icmp.clone()));
+                    (id, c.handle.clone(), mem)
+                })
+                .collect(),
+            last: None,
+        }
+    }
+
+    /// Replays the logs the manifest does not cover into the memtables,
     /// writing nothing (a read-only open).
-    fn replay_logs_read_only(&self, error_if_log_file_exist: bool) -> Result<()> {
+    pub(crate) fn replay_logs_read_only(&self, error_if_log_file_exist: bool) -> Result<()> {
         let mut st = self.state.lock();
         let logs = self.logs_to_replay(&mut st, false)?;
         let mut max_seq = st.versions.last_sequence();
-        let mut mem = st.mem.clone();
+        let mut rec = Self::recovering(&st);
         for &number in &logs {
             let path = log_file_name(&self.dir, number);
             if error_if_log_file_exist && self.fs.file_size(&path)? > 0 {
@@ -382,52 +598,77 @@ impl DbInner {
                     path.display()
                 )));
             }
-            let recorded = st.versions.merge_operator().map(str::to_owned);
-            self.replay_log(recorded.as_deref(), number, &mut mem, &mut max_seq, |_| {
-                Ok(())
-            })?;
+            self.replay_log(&st, number, &mut rec, &mut max_seq, |_| Ok(()))?;
         }
         st.versions.set_last_sequence(max_seq);
-        self.publish_read_view(&st);
+        for (id, handle, mem) in rec.mems {
+            st.cf_mut(id).mem = mem;
+            handle.publish_read_view(&st);
+        }
         Ok(())
     }
 
-    /// Replays the logs the manifest does not cover into L0 tables, then
-    /// starts a fresh log and records all of it in one manifest edit.
-    fn recover_logs(&self) -> Result<()> {
+    /// Replays the logs the manifest does not cover into L0 tables of
+    /// their families, then starts a fresh log and records all of it, one
+    /// manifest edit per family.
+    pub(crate) fn recover_logs(&self) -> Result<()> {
         let mut st = self.state.lock();
         let logs = self.logs_to_replay(&mut st, true)?;
-        let mut edit = VersionEdit::new();
+        let mut edits: Vec<(u32, VersionEdit)> = st
+            .cfs
+            .keys()
+            .map(|&id| {
+                let mut e = VersionEdit::new();
+                e.set_column_family(id);
+                (id, e)
+            })
+            .collect();
         let mut max_seq = st.versions.last_sequence();
-        let mut mem = Arc::new(MemTable::new(self.icmp.clone()));
-        let recorded = st.versions.merge_operator().map(str::to_owned);
+        let mut rec = Self::recovering(&st);
         for &number in &logs {
-            self.replay_log(recorded.as_deref(), number, &mut mem, &mut max_seq, |mem| {
-                if mem.approximate_memory_usage() >= self.opts.write_buffer_size {
-                    self.flush_recovered(&mut st, mem, &mut edit)?;
-                    *mem = Arc::new(MemTable::new(self.icmp.clone()));
+            let mut flushes: Vec<(usize, Arc<MemTable>)> = Vec::new();
+            let st_ref: &DbState = &st;
+            self.replay_log(st_ref, number, &mut rec, &mut max_seq, |rec| {
+                for (i, (_, h, mem)) in rec.mems.iter_mut().enumerate() {
+                    if mem.approximate_memory_usage() >= h.opts.write_buffer_size {
+                        let full = std::mem::replace(mem, Arc::new(MemTable::new(h.icmp.clone())));
+                        flushes.push((i, full));
+                    }
                 }
                 Ok(())
             })?;
+            // Memtables that filled during this log, written now (their
+            // file numbers are taken under the state, which the replay
+            // only reads).
+            for (i, mem) in flushes {
+                let h = rec.mems[i].1.clone();
+                h.flush_recovered(&mut st, &mem, &mut edits[i].1)?;
+            }
         }
-        if !mem.is_empty() {
-            self.flush_recovered(&mut st, &mem, &mut edit)?;
+        for (i, (_, h, mem)) in rec.mems.iter().enumerate() {
+            if !mem.is_empty() {
+                h.flush_recovered(&mut st, mem, &mut edits[i].1)?;
+            }
         }
         st.versions.set_last_sequence(max_seq);
         let number = st.versions.new_file_number();
         let file = self.fs.create(&log_file_name(&self.dir, number))?;
         self.fs.sync_dir(&self.dir)?;
-        edit.set_log_number(number);
-        // The logs written under the previous merge operator are in
-        // tables now: record the one the database runs with from here (an
-        // open without one keeps the name: it writes no operands).
-        if let Some(op) = &self.opts.merge_operator {
-            if recorded.as_deref() != Some(op.name()) {
-                edit.set_merge_operator_name(op.name());
+        for (id, mut edit) in edits {
+            edit.set_log_number(number);
+            // The logs written under the previous merge operator are in
+            // tables now: record the one the family runs with from here
+            // (an open without one keeps the name: it writes no operands).
+            let handle = st.cf(id).handle.clone();
+            if let Some(op) = &handle.opts.merge_operator {
+                if st.versions.merge_operator(id) != Some(op.name()) {
+                    edit.set_merge_operator_name(op.name());
+                }
             }
+            st.versions.log_and_apply(&mut edit)?;
+            st.cf_mut(id).mem_log_number = number;
+            handle.publish_read_view(&st);
         }
-        st.versions.log_and_apply(&mut edit)?;
-        self.publish_read_view(&st);
         st.log = Some(LogWriter::new(file));
         st.log_number = number;
         self.delete_obsolete_files(&mut st);

@@ -231,6 +231,7 @@ impl PackedTableOptions {
 #[derive(Clone)]
 pub struct Options {
     pub(crate) create_if_missing: bool,
+    pub(crate) create_missing_column_families: bool,
     pub(crate) error_if_exists: bool,
     pub(crate) write_buffer_size: usize,
     pub(crate) max_write_buffer_number: usize,
@@ -265,6 +266,10 @@ impl std::fmt::Debug for Options {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Options")
             .field("create_if_missing", &self.create_if_missing)
+            .field(
+                "create_missing_column_families",
+                &self.create_missing_column_families,
+            )
             .field("write_buffer_size", &self.write_buffer_size)
             .field("max_write_buffer_number", &self.max_write_buffer_number)
             .field("target_file_size_base", &self.target_file_size_base)
@@ -284,6 +289,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             create_if_missing: false,
+            create_missing_column_families: false,
             error_if_exists: false,
             write_buffer_size: 64 << 20,
             max_write_buffer_number: 2,
@@ -419,6 +425,12 @@ impl Options {
     /// Creates the database if it does not exist.
     pub fn create_if_missing(&mut self, v: bool) {
         self.create_if_missing = v;
+    }
+
+    /// Creates the column families named at open that the database does
+    /// not have yet (`DB::open_cf`), instead of failing.
+    pub fn create_missing_column_families(&mut self, v: bool) {
+        self.create_missing_column_families = v;
     }
     /// Fails the open if the database already exists.
     pub fn set_error_if_exists(&mut self, v: bool) {
@@ -594,6 +606,24 @@ impl Options {
             .write_buffer_size
             .clamp(WRITE_BUFFER_SIZE_BYTES_MIN, WRITE_BUFFER_SIZE_BYTES_MAX);
         opts
+    }
+
+    /// The options column family `self` runs with in a database opened
+    /// with `db`: the family's own where an option is per family, the
+    /// database's where it is database-wide (file system, log recovery,
+    /// background jobs, open files, rate limiter, checks at open).
+    pub(crate) fn for_column_family(&self, db: &Options) -> Options {
+        let mut o = self.sanitized();
+        o.create_if_missing = db.create_if_missing;
+        o.create_missing_column_families = db.create_missing_column_families;
+        o.error_if_exists = db.error_if_exists;
+        o.max_background_jobs = db.max_background_jobs;
+        o.max_open_files = db.max_open_files;
+        o.skip_checking_sst_file_sizes_on_db_open = db.skip_checking_sst_file_sizes_on_db_open;
+        o.wal_recovery_mode = db.wal_recovery_mode;
+        o.fs = db.fs.clone();
+        o.rate_limiter = db.rate_limiter.clone();
+        o
     }
 
     /// Rejects options no database can run with.

@@ -14,7 +14,7 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
-use crate::memtable::MemTable;
+use crate::memtable::{MemTable, MemTableWriter};
 use crate::wal::LogWriter;
 
 use super::filename::log_file_name;
@@ -48,8 +48,14 @@ fn await_change(counter: &AtomicU32, seen: u32) {
 const GROUP_BYTES_MAX: usize = 1 << 20;
 
 impl DbInner {
-    /// Applies `batch` (None: only make room, forcing a memtable switch).
-    pub(crate) fn write(
+    /// Applies `batch`.
+    pub(crate) fn write(&self, batch: WriteBatch, sync: bool, disable_wal: bool) -> Result<()> {
+        self.write_or_switch(Some(batch), sync, disable_wal)
+    }
+
+    /// Applies `batch` (None: only make room, forcing a switch of this
+    /// family's memtable).
+    pub(crate) fn write_or_switch(
         &self,
         batch: Option<WriteBatch>,
         sync: bool,
@@ -104,7 +110,7 @@ impl DbInner {
             }
         }
         // This writer leads.
-        let mut result = self.make_room_for_write(&mut st, force);
+        let mut result = self.make_room_for_write(&mut st, force.then_some(self.id));
         let mut last = 0;
         if result.is_ok() && !force {
             let (group, n) = Self::build_group(&st, &w);
@@ -167,7 +173,7 @@ impl DbInner {
     ) -> Result<()> {
         let first_seq = st.versions.last_sequence() + 1;
         group.set_sequence(first_seq);
-        let mem = st.mem.clone();
+        let mems = Memtables::of(st, group.has_cf());
         let mut log = if disable_wal { None } else { st.log.take() };
         let io = MutexGuard::unlocked(st, || -> Result<()> {
             if let Some(log) = log.as_mut() {
@@ -179,7 +185,7 @@ impl DbInner {
                     log.flush()?;
                 }
             }
-            insert_into(&mem, &group, first_seq);
+            insert_into(|cf| mems.get(cf), &group, first_seq);
             Ok(())
         });
         if !disable_wal {
@@ -207,49 +213,68 @@ impl DbInner {
         }
     }
 
-    /// Waits until the memtable has room, switching it when full.
-    fn make_room_for_write(&self, st: &mut MutexGuard<'_, DbState>, mut force: bool) -> Result<()> {
-        let mut allow_delay = !force;
+    /// Waits until every family's memtable has room, switching those that
+    /// are full (and `force`'s, if it holds data).
+    fn make_room_for_write(
+        &self,
+        st: &mut MutexGuard<'_, DbState>,
+        mut force: Option<u32>,
+    ) -> Result<()> {
+        let mut allow_delay = force.is_none();
         loop {
             if let Some(e) = &st.bg_error {
                 return Err(e.clone());
             }
             // Stalls count level-0 files stacked on one key, not files: a
             // flush cut into one file per stream adds depth one.
-            let l0 = st.versions.current().level0_depth();
-            let o = &self.opts;
-            if allow_delay && l0 >= o.level0_slowdown_writes_trigger {
+            let mut slow = false;
+            let mut full = Vec::new();
+            let mut stop = false;
+            for (&id, cf) in &st.cfs {
+                let o = &cf.handle.opts;
+                let l0 = st.versions.current_cf(id).level0_depth();
+                slow |= l0 >= o.level0_slowdown_writes_trigger;
+                // An empty memtable is never switched: it may already
+                // account for more than a tiny buffer, and switching it
+                // again and again would make a log and a manifest edit per
+                // attempt and never write.
+                let wants = !cf.mem.is_empty()
+                    && (force == Some(id)
+                        || cf.mem.approximate_memory_usage() >= o.write_buffer_size);
+                if wants {
+                    if cf.imm.len() + 1 >= o.max_write_buffer_number
+                        || l0 >= o.level0_stop_writes_trigger
+                    {
+                        stop = true;
+                    }
+                    full.push(id);
+                }
+            }
+            if allow_delay && slow {
                 // Give compaction some of this writer's time, once.
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
                 allow_delay = false;
-            } else if st.mem.is_empty()
-                || (!force && st.mem.approximate_memory_usage() < o.write_buffer_size)
-            {
-                // Nothing to flush, or room left. An empty memtable is
-                // never switched: it may already account for more than a
-                // tiny buffer, and switching it again and again would
-                // make a log and a manifest edit per attempt and never
-                // write.
+            } else if full.is_empty() {
                 return Ok(());
-            } else if st.imm.len() + 1 >= o.max_write_buffer_number
-                || l0 >= o.level0_stop_writes_trigger
-            {
+            } else if stop {
                 self.bg_work.notify_all();
                 self.bg_done.wait_for(st, Duration::from_millis(100));
-            } else if let Err(e) = self.switch_memtable(st) {
+            } else if let Err(e) = self.switch_memtables(st, &full) {
                 // A half-made switch (new log not durable, old log not
                 // synced) leaves the logs in an unknown state: stop writes,
                 // as RocksDB does.
                 self.set_log_error(st, e.clone());
                 return Err(e);
             } else {
-                force = false;
+                force = None;
             }
         }
     }
 
-    /// Starts a new log and memtable; the old memtable waits for a flush.
-    fn switch_memtable(&self, st: &mut DbState) -> Result<()> {
+    /// Starts a new log and new memtables for the families `ids`; their
+    /// old memtables wait for a flush. Families with empty memtables hold
+    /// nothing in the old logs: they move to the new one too.
+    pub(crate) fn switch_memtables(&self, st: &mut DbState, ids: &[u32]) -> Result<()> {
         let number = st.versions.new_file_number();
         let file = self.fs.create(&log_file_name(&self.dir, number))?;
         self.fs.sync_dir(&self.dir)?;
@@ -259,30 +284,120 @@ impl DbInner {
             old.sync()?;
         }
         st.log = Some(LogWriter::new(file));
-        let old_mem = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(self.icmp.clone())));
-        let old_log = std::mem::replace(&mut st.log_number, number);
-        st.imm.push_back(ImmMemTable {
-            mem: old_mem,
-            log_number: old_log,
-        });
-        self.publish_read_view(st);
+        st.log_number = number;
+        for (&id, cf) in st.cfs.iter_mut() {
+            if ids.contains(&id) {
+                let fresh = Arc::new(MemTable::new(cf.handle.icmp.clone()));
+                let old_mem = std::mem::replace(&mut cf.mem, fresh);
+                let old_log = std::mem::replace(&mut cf.mem_log_number, number);
+                cf.imm.push_back(ImmMemTable {
+                    mem: old_mem,
+                    log_number: old_log,
+                });
+            } else if cf.mem.is_empty() {
+                cf.mem_log_number = number;
+            }
+        }
+        for &id in ids {
+            let handle = st.cf(id).handle.clone();
+            handle.publish_read_view(st);
+        }
         self.bg_work.notify_all();
         Ok(())
     }
 }
 
+/// The memtables a write group inserts into, by column family.
+enum Memtables {
+    /// The default family's alone (a group without other families).
+    Default(Arc<MemTable>),
+    /// Every live family's.
+    All(Vec<(u32, Arc<MemTable>)>),
+}
+
+impl Memtables {
+    fn of(st: &DbState, any_cf: bool) -> Memtables {
+        if !any_cf {
+            return Memtables::Default(st.cf(0).mem.clone());
+        }
+        Memtables::All(st.cfs.iter().map(|(&id, c)| (id, c.mem.clone())).collect())
+    }
+
+    fn get(&self, cf: u32) -> Option<&MemTable> {
+        match self {
+            Memtables::Default(m) => (cf == 0).then_some(&**m),
+            Memtables::All(all) => all.iter().find(|(id, _)| *id == cf).map(|(_, m)| &**m),
+        }
+    }
+}
+
 impl DbInner {
-    /// The check a batch holding range deletions must pass before it is
-    /// written: no range ends before it starts.
-    pub(crate) fn check_range_deletions(&self, batch: &WriteBatch) -> Result<()> {
-        for r in batch.iter() {
-            if let Ok(BatchRecord::DeleteRange(from, to)) = r {
-                if self.user_cmp.compare(from, to) == std::cmp::Ordering::Greater {
-                    return Err(Error::invalid_argument(format!(
-                        "delete_range: the end key \"{}\" comes before the start key \"{}\"",
-                        to.escape_ascii(),
-                        from.escape_ascii()
-                    )));
+    /// The checks a batch must pass before it is written: every column
+    /// family it names is live, merges go to families with a merge
+    /// operator, and no range ends before it starts. `self` is the
+    /// default family.
+    pub(crate) fn check_batch(&self, batch: &WriteBatch) -> Result<()> {
+        if !batch.has_cf() {
+            return Self::check_records(self, batch.iter().map(|r| r.map(|r| (0, r))), |_| {
+                Ok(self)
+            });
+        }
+        let handles: Vec<(u32, Arc<DbInner>)> = {
+            let st = self.state.lock();
+            st.cfs
+                .iter()
+                .map(|(&id, c)| (id, c.handle.clone()))
+                .collect()
+        };
+        let find = |cf: u32| -> Result<&DbInner> {
+            handles
+                .iter()
+                .find(|(id, _)| *id == cf)
+                .map(|(_, h)| &**h)
+                .ok_or_else(|| {
+                    Error::invalid_argument(format!(
+                        "write batch names column family {cf}, which is not in the database (dropped?)"
+                    ))
+                })
+        };
+        Self::check_records(self, batch.iter_cf(), find)
+    }
+
+    fn check_records<'b, 'h>(
+        &self,
+        records: impl Iterator<Item = std::result::Result<(u32, BatchRecord<'b>), String>>,
+        find: impl Fn(u32) -> Result<&'h DbInner>,
+    ) -> Result<()> {
+        for r in records {
+            let Ok((cf, record)) = r else { continue };
+            match record {
+                BatchRecord::Merge(..) => {
+                    let h = find(cf)?;
+                    if h.opts.merge_operator.is_none() {
+                        // As RocksDB: operands nobody can resolve are
+                        // refused up front.
+                        return Err(Error::NotSupported(format!(
+                            "merge needs a merge operator: Options::set_merge_operator at open{}",
+                            if cf == 0 {
+                                String::new()
+                            } else {
+                                format!(" (column family {:?})", h.name)
+                            }
+                        )));
+                    }
+                }
+                BatchRecord::DeleteRange(from, to) => {
+                    let h = find(cf)?;
+                    if h.user_cmp.compare(from, to) == std::cmp::Ordering::Greater {
+                        return Err(Error::invalid_argument(format!(
+                            "delete_range: the end key \"{}\" comes before the start key \"{}\"",
+                            to.escape_ascii(),
+                            from.escape_ascii()
+                        )));
+                    }
+                }
+                BatchRecord::Put(..) | BatchRecord::Delete(..) => {
+                    find(cf)?;
                 }
             }
         }
@@ -290,18 +405,45 @@ impl DbInner {
     }
 }
 
-/// Inserts a batch's records with sequence numbers from `first_seq`.
-pub(crate) fn insert_into(mem: &MemTable, batch: &WriteBatch, first_seq: u64) {
-    let mut writer = mem.writer();
-    for (i, record) in batch.iter().enumerate() {
+/// Inserts a batch's records with sequence numbers from `first_seq`, each
+/// into the memtable `mem_of` gives for its column family (none: the
+/// family was dropped, and its records are skipped).
+pub(crate) fn insert_into<'m>(
+    mem_of: impl Fn(u32) -> Option<&'m MemTable>,
+    batch: &WriteBatch,
+    first_seq: u64,
+) {
+    // One writer per memtable. Most batches touch one family: its writer
+    // needs no allocation.
+    let mut first: Option<(u32, MemTableWriter<'m>)> = None;
+    let mut others: Vec<(u32, MemTableWriter<'m>)> = Vec::new();
+    for (i, record) in batch.iter_cf().enumerate() {
         let seq = first_seq + i as u64;
-        match record {
-            Ok(BatchRecord::Put(k, v)) => writer.add(seq, crate::key::ValueKind::Value, k, v),
-            Ok(BatchRecord::Delete(k)) => writer.add(seq, crate::key::ValueKind::Deletion, k, &[]),
-            Ok(BatchRecord::Merge(k, v)) => writer.add(seq, crate::key::ValueKind::Merge, k, v),
-            Ok(BatchRecord::DeleteRange(from, to)) => writer.add_range_deletion(seq, from, to),
-            // Batches are validated when built or decoded from a log.
+        // Batches are validated when built or decoded from a log.
+        let (cf, record) = match record {
+            Ok(r) => r,
             Err(what) => unreachable!("validated batch is malformed: {what}"),
+        };
+        let writer = match &mut first {
+            Some((id, w)) if *id == cf => w,
+            None => {
+                let Some(mem) = mem_of(cf) else { continue };
+                &mut first.insert((cf, mem.writer())).1
+            }
+            Some(_) => match others.iter().position(|(id, _)| *id == cf) {
+                Some(at) => &mut others[at].1,
+                None => {
+                    let Some(mem) = mem_of(cf) else { continue };
+                    others.push((cf, mem.writer()));
+                    &mut others.last_mut().expect("just pushed").1
+                }
+            },
+        };
+        match record {
+            BatchRecord::Put(k, v) => writer.add(seq, crate::key::ValueKind::Value, k, v),
+            BatchRecord::Delete(k) => writer.add(seq, crate::key::ValueKind::Deletion, k, &[]),
+            BatchRecord::Merge(k, v) => writer.add(seq, crate::key::ValueKind::Merge, k, v),
+            BatchRecord::DeleteRange(from, to) => writer.add_range_deletion(seq, from, to),
         }
     }
 }

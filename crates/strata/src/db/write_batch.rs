@@ -7,11 +7,15 @@
 //!         | 0 key:length-prefixed                           (delete)
 //!         | 2 key:length-prefixed operand:length-prefixed   (merge)
 //!         | 15 start:length-prefixed end:length-prefixed    (delete_range)
+//!         | (128 + tag) cf:varint32 payload                 (the same, in column family cf)
 //! length-prefixed := varint32 len, bytes
 //! ```
 //!
+//! A record without a column family belongs to the default one (id 0).
+//!
 //! Record `i` gets sequence number `sequence + i`. See `docs/format/wal.md`.
 
+use super::column_family::AsColumnFamilyRef;
 use crate::error::{Error, Result};
 use crate::key::{SequenceNumber, ValueKind, MAX_SEQUENCE_NUMBER};
 use crate::limits::{KEY_SIZE_BYTES_MAX, LOG_RECORD_SIZE_BYTES_MAX, VALUE_SIZE_BYTES_MAX};
@@ -51,7 +55,12 @@ pub struct WriteBatch {
     has_merge: bool,
     /// Holds a range deletion.
     has_range_del: bool,
+    /// Holds a record of a column family other than the default.
+    has_cf: bool,
 }
+
+/// The tag bit of a record that names its column family.
+const CF_TAG_BIT: u8 = 0x80;
 
 impl std::fmt::Debug for WriteBatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -69,6 +78,7 @@ impl Default for WriteBatch {
             oversized: None,
             has_merge: false,
             has_range_del: false,
+            has_cf: false,
         }
     }
 }
@@ -96,38 +106,60 @@ impl WriteBatch {
             oversized: None,
             has_merge: false,
             has_range_del: false,
+            has_cf: false,
         }
     }
 
     /// Sets `key` to `value`.
     pub fn put<K: AsRef<[u8]>, V: AsRef<[u8]>>(&mut self, key: K, value: V) {
-        let (key, value) = (key.as_ref(), value.as_ref());
-        self.check_sizes(key.len(), value.len());
-        self.set_count(self.len() as u32 + 1);
-        self.rep.push(ValueKind::Value as u8);
-        put_length_prefixed(&mut self.rep, key);
-        put_length_prefixed(&mut self.rep, value);
+        self.add(0, ValueKind::Value, key.as_ref(), Some(value.as_ref()));
+    }
+
+    /// Sets `key` to `value` in column family `cf`.
+    pub fn put_cf<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &mut self,
+        cf: &impl AsColumnFamilyRef,
+        key: K,
+        value: V,
+    ) {
+        self.add(
+            cf.cf_id(),
+            ValueKind::Value,
+            key.as_ref(),
+            Some(value.as_ref()),
+        );
     }
 
     /// Removes `key`.
     pub fn delete<K: AsRef<[u8]>>(&mut self, key: K) {
-        let key = key.as_ref();
-        self.check_sizes(key.len(), 0);
-        self.set_count(self.len() as u32 + 1);
-        self.rep.push(ValueKind::Deletion as u8);
-        put_length_prefixed(&mut self.rep, key);
+        self.add(0, ValueKind::Deletion, key.as_ref(), None);
+    }
+
+    /// Removes `key` from column family `cf`.
+    pub fn delete_cf<K: AsRef<[u8]>>(&mut self, cf: &impl AsColumnFamilyRef, key: K) {
+        self.add(cf.cf_id(), ValueKind::Deletion, key.as_ref(), None);
     }
 
     /// Merges `value` into `key` with the database's merge operator
     /// ([`Options::set_merge_operator`](crate::Options::set_merge_operator)).
     pub fn merge<K: AsRef<[u8]>, V: AsRef<[u8]>>(&mut self, key: K, value: V) {
-        let (key, value) = (key.as_ref(), value.as_ref());
-        self.check_sizes(key.len(), value.len());
-        self.set_count(self.len() as u32 + 1);
-        self.has_merge = true;
-        self.rep.push(ValueKind::Merge as u8);
-        put_length_prefixed(&mut self.rep, key);
-        put_length_prefixed(&mut self.rep, value);
+        self.add(0, ValueKind::Merge, key.as_ref(), Some(value.as_ref()));
+    }
+
+    /// Merges `value` into `key` of column family `cf`, with the family's
+    /// merge operator.
+    pub fn merge_cf<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &mut self,
+        cf: &impl AsColumnFamilyRef,
+        key: K,
+        value: V,
+    ) {
+        self.add(
+            cf.cf_id(),
+            ValueKind::Merge,
+            key.as_ref(),
+            Some(value.as_ref()),
+        );
     }
 
     /// Removes every key in `[from, to)` (half open, under the database's
@@ -135,13 +167,48 @@ impl WriteBatch {
     /// number of keys. `from == to` deletes nothing; `from` after `to`
     /// makes the write fail with `InvalidArgument`.
     pub fn delete_range<K: AsRef<[u8]>>(&mut self, from: K, to: K) {
-        let (from, to) = (from.as_ref(), to.as_ref());
-        self.check_sizes(from.len().max(to.len()), 0);
+        self.add(
+            0,
+            ValueKind::RangeDeletion,
+            from.as_ref(),
+            Some(to.as_ref()),
+        );
+    }
+
+    /// [`delete_range`](Self::delete_range) in column family `cf`, under
+    /// its comparator.
+    pub fn delete_range_cf<K: AsRef<[u8]>>(&mut self, cf: &impl AsColumnFamilyRef, from: K, to: K) {
+        self.add(
+            cf.cf_id(),
+            ValueKind::RangeDeletion,
+            from.as_ref(),
+            Some(to.as_ref()),
+        );
+    }
+
+    /// Appends one record of column family `cf`.
+    fn add(&mut self, cf: u32, kind: ValueKind, key: &[u8], value: Option<&[u8]>) {
+        let value_len = value.map_or(0, <[u8]>::len);
+        if kind == ValueKind::RangeDeletion {
+            // Both bounds are keys.
+            self.check_sizes(key.len().max(value_len), 0);
+        } else {
+            self.check_sizes(key.len(), value_len);
+        }
         self.set_count(self.len() as u32 + 1);
-        self.has_range_del = true;
-        self.rep.push(ValueKind::RangeDeletion as u8);
-        put_length_prefixed(&mut self.rep, from);
-        put_length_prefixed(&mut self.rep, to);
+        self.has_merge |= kind == ValueKind::Merge;
+        self.has_range_del |= kind == ValueKind::RangeDeletion;
+        if cf == 0 {
+            self.rep.push(kind as u8);
+        } else {
+            self.has_cf = true;
+            self.rep.push(CF_TAG_BIT | kind as u8);
+            crate::util::coding::put_varint32(&mut self.rep, cf);
+        }
+        put_length_prefixed(&mut self.rep, key);
+        if let Some(v) = value {
+            put_length_prefixed(&mut self.rep, v);
+        }
     }
 
     fn check_sizes(&mut self, key: usize, value: usize) {
@@ -167,6 +234,7 @@ impl WriteBatch {
         self.oversized = None;
         self.has_merge = false;
         self.has_range_del = false;
+        self.has_cf = false;
     }
 
     /// True if the batch holds a merge record.
@@ -179,6 +247,12 @@ impl WriteBatch {
         self.has_range_del
     }
 
+    /// True if the batch holds a record of a column family other than
+    /// the default.
+    pub(crate) fn has_cf(&self) -> bool {
+        self.has_cf
+    }
+
     /// Bytes of the encoding.
     pub fn size_in_bytes(&self) -> usize {
         self.rep.len()
@@ -189,9 +263,16 @@ impl WriteBatch {
         &self.rep
     }
 
-    /// The updates in order.
+    /// The updates in order (of every column family).
     pub fn iter(&self) -> BatchIter<'_> {
         BatchIter {
+            inner: self.iter_cf(),
+        }
+    }
+
+    /// The updates in order, each with its column family id.
+    pub(crate) fn iter_cf(&self) -> BatchCfIter<'_> {
+        BatchCfIter {
             dec: Decoder::new(&self.rep[BATCH_HEADER_BYTES..]),
             left: self.len(),
         }
@@ -237,6 +318,7 @@ impl WriteBatch {
         }
         self.has_merge |= other.has_merge;
         self.has_range_del |= other.has_range_del;
+        self.has_cf |= other.has_cf;
     }
 
     /// Rebuilds a batch from a log record, checking its whole structure.
@@ -251,17 +333,23 @@ impl WriteBatch {
                 ),
             ));
         }
-        let batch = WriteBatch {
+        let mut batch = WriteBatch {
             rep: record.to_vec(),
             oversized: None,
             has_merge: false,
             has_range_del: false,
+            has_cf: false,
         };
         let corrupt = |what: String| Error::corruption(file, offset, what);
-        let mut it = batch.iter();
+        let mut it = batch.iter_cf();
         let mut n = 0u64;
+        let (mut has_merge, mut has_range_del, mut has_cf) = (false, false, false);
         for r in it.by_ref() {
-            let (key, value) = match r.map_err(corrupt)? {
+            let (cf, r) = r.map_err(corrupt)?;
+            has_cf |= cf != 0;
+            has_merge |= matches!(r, BatchRecord::Merge(..));
+            has_range_del |= matches!(r, BatchRecord::DeleteRange(..));
+            let (key, value) = match r {
                 BatchRecord::Put(k, v) | BatchRecord::Merge(k, v) => (k, v),
                 // Both bounds are keys.
                 BatchRecord::DeleteRange(k, e) if e.len() > k.len() => (e, &[][..]),
@@ -288,6 +376,9 @@ impl WriteBatch {
                 "batch of {n} records at sequence {first} is empty or outside 1..={MAX_SEQUENCE_NUMBER}"
             )));
         }
+        batch.has_merge = has_merge;
+        batch.has_range_del = has_range_del;
+        batch.has_cf = has_cf;
         Ok(batch)
     }
 }
@@ -296,12 +387,26 @@ impl WriteBatch {
 /// encoding (only possible for a batch decoded from a log).
 #[derive(Debug)]
 pub struct BatchIter<'a> {
-    dec: Decoder<'a>,
-    left: usize,
+    inner: BatchCfIter<'a>,
 }
 
 impl<'a> Iterator for BatchIter<'a> {
     type Item = std::result::Result<BatchRecord<'a>, String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.inner.next()?.map(|(_, r)| r))
+    }
+}
+
+/// [`BatchIter`] with each record's column family id.
+#[derive(Debug)]
+pub(crate) struct BatchCfIter<'a> {
+    dec: Decoder<'a>,
+    left: usize,
+}
+
+impl<'a> Iterator for BatchCfIter<'a> {
+    type Item = std::result::Result<(u32, BatchRecord<'a>), String>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.left == 0 {
@@ -309,39 +414,51 @@ impl<'a> Iterator for BatchIter<'a> {
         }
         self.left -= 1;
         let record = (|| {
-            let tag = self
+            let mut tag = self
                 .dec
                 .bytes(1)
                 .ok_or("batch ends before its counted records")?[0];
+            let mut cf = 0;
+            if tag & CF_TAG_BIT != 0 {
+                tag &= !CF_TAG_BIT;
+                cf = self
+                    .dec
+                    .varint32()
+                    .ok_or("batch column family id runs past the record")?;
+                if cf == 0 {
+                    return Err("batch record names the default column family explicitly".into());
+                }
+            }
             let key = self
                 .dec
                 .length_prefixed()
                 .ok_or("batch key runs past the record")?;
-            match ValueKind::from_byte(tag) {
+            let record = match ValueKind::from_byte(tag) {
                 Some(ValueKind::Value) => {
                     let value = self
                         .dec
                         .length_prefixed()
                         .ok_or("batch value runs past the record")?;
-                    Ok(BatchRecord::Put(key, value))
+                    BatchRecord::Put(key, value)
                 }
-                Some(ValueKind::Deletion) => Ok(BatchRecord::Delete(key)),
+                Some(ValueKind::Deletion) => BatchRecord::Delete(key),
                 Some(ValueKind::Merge) => {
                     let operand = self
                         .dec
                         .length_prefixed()
                         .ok_or("batch merge operand runs past the record")?;
-                    Ok(BatchRecord::Merge(key, operand))
+                    BatchRecord::Merge(key, operand)
                 }
                 Some(ValueKind::RangeDeletion) => {
                     let end = self
                         .dec
                         .length_prefixed()
                         .ok_or("batch range end runs past the record")?;
-                    Ok(BatchRecord::DeleteRange(key, end))
+                    BatchRecord::DeleteRange(key, end)
                 }
-                None => Err(format!("unknown batch record tag {tag}")),
-            }
+                None => return Err(format!("unknown batch record tag {tag}")),
+            };
+            Ok((cf, record))
         })();
         if record.is_err() {
             self.left = 0;

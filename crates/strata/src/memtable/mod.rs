@@ -247,12 +247,14 @@ impl MemTable {
     }
 
     /// The smallest sequence number added, if any.
+    #[cfg(test)]
     pub(crate) fn first_sequence(&self) -> Option<SequenceNumber> {
         let seq = self.first_sequence.load(Ordering::Acquire);
         (seq != u64::MAX).then_some(seq)
     }
 
     /// The largest sequence number added, if any.
+    #[cfg(test)]
     pub(crate) fn largest_sequence(&self) -> Option<SequenceNumber> {
         self.first_sequence()?;
         Some(self.largest_sequence.load(Ordering::Relaxed))

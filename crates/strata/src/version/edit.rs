@@ -14,7 +14,15 @@
 //!                         smallest, largest: varint64 length + internal key,
 //!                         smallest_seqno: varint64, largest_seqno: varint64
 //!   101 new_file          as 100, for a table holding range deletions
+//!   200 column_family     id: varint32 (absent: the default family, 0)
+//!   201 column_family_add name: varint64 length, UTF-8 bytes
+//!   202 column_family_drop (no payload)
+//!   203 max_column_family id: varint32
 //! ```
+//!
+//! Files, the log number, the comparator and the merge operator of an edit
+//! belong to its column family; the next file number and the last sequence
+//! are the database's.
 //!
 //! The decoder trusts nothing: every length is checked against the record,
 //! levels against [`NUM_LEVELS`], keys must parse as internal keys, and an
@@ -23,7 +31,8 @@
 use std::collections::BTreeSet;
 
 use super::format::{
-    TAG_COMPARATOR, TAG_DELETED_FILE, TAG_LAST_SEQUENCE, TAG_LOG_NUMBER, TAG_MERGE_OPERATOR,
+    TAG_COLUMN_FAMILY, TAG_COLUMN_FAMILY_ADD, TAG_COLUMN_FAMILY_DROP, TAG_COMPARATOR,
+    TAG_DELETED_FILE, TAG_LAST_SEQUENCE, TAG_LOG_NUMBER, TAG_MAX_COLUMN_FAMILY, TAG_MERGE_OPERATOR,
     TAG_NEW_FILE, TAG_NEW_FILE_WITH_RANGE_DELETIONS, TAG_NEXT_FILE_NUMBER,
 };
 use super::NUM_LEVELS;
@@ -67,6 +76,14 @@ pub struct VersionEdit {
     deleted_files: BTreeSet<(usize, u64)>,
     /// (level, file), in the order added; every level is below `NUM_LEVELS`.
     new_files: Vec<(usize, NewFile)>,
+    /// The column family the edit changes (0: the default).
+    column_family: u32,
+    /// The edit creates its column family, with this name.
+    column_family_add: Option<String>,
+    /// The edit drops its column family.
+    column_family_drop: bool,
+    /// The largest column family id handed out so far.
+    max_column_family: Option<u32>,
 }
 
 impl VersionEdit {
@@ -174,6 +191,46 @@ impl VersionEdit {
         self.last_sequence
     }
 
+    /// Makes the edit change column family `id` (default: 0).
+    pub fn set_column_family(&mut self, id: u32) {
+        self.column_family = id;
+    }
+
+    /// The column family the edit changes.
+    pub fn column_family(&self) -> u32 {
+        self.column_family
+    }
+
+    /// Makes the edit create its column family under `name`.
+    pub fn add_column_family(&mut self, name: impl Into<String>) {
+        self.column_family_add = Some(name.into());
+    }
+
+    /// The name of the column family the edit creates, if it creates one.
+    pub fn column_family_add(&self) -> Option<&str> {
+        self.column_family_add.as_deref()
+    }
+
+    /// Makes the edit drop its column family.
+    pub fn drop_column_family(&mut self) {
+        self.column_family_drop = true;
+    }
+
+    /// True if the edit drops its column family.
+    pub fn is_column_family_drop(&self) -> bool {
+        self.column_family_drop
+    }
+
+    /// Records the largest column family id handed out.
+    pub fn set_max_column_family(&mut self, id: u32) {
+        self.max_column_family = Some(id);
+    }
+
+    /// The largest column family id handed out, if recorded.
+    pub fn max_column_family(&self) -> Option<u32> {
+        self.max_column_family
+    }
+
     /// Deleted files as (level, number), ordered.
     pub fn deleted_files(&self) -> &BTreeSet<(usize, u64)> {
         &self.deleted_files
@@ -186,6 +243,21 @@ impl VersionEdit {
 
     /// Appends the encoding of the edit to `dst`.
     pub fn encode(&self, dst: &mut Vec<u8>) {
+        if self.column_family != 0 {
+            put_varint32(dst, TAG_COLUMN_FAMILY);
+            put_varint32(dst, self.column_family);
+        }
+        if let Some(name) = &self.column_family_add {
+            put_varint32(dst, TAG_COLUMN_FAMILY_ADD);
+            put_length_prefixed(dst, name.as_bytes());
+        }
+        if self.column_family_drop {
+            put_varint32(dst, TAG_COLUMN_FAMILY_DROP);
+        }
+        if let Some(id) = self.max_column_family {
+            put_varint32(dst, TAG_MAX_COLUMN_FAMILY);
+            put_varint32(dst, id);
+        }
         if let Some(name) = &self.comparator {
             put_varint32(dst, TAG_COMPARATOR);
             put_length_prefixed(dst, name.as_bytes());
@@ -275,6 +347,21 @@ impl VersionEdit {
                     let mut file = r.new_file()?;
                     file.has_range_deletions = r.tag == TAG_NEW_FILE_WITH_RANGE_DELETIONS;
                     edit.new_files.push((level, file));
+                }
+                TAG_COLUMN_FAMILY => {
+                    edit.column_family = r.d.varint32().ok_or_else(|| r.error("truncated id"))?;
+                }
+                TAG_COLUMN_FAMILY_ADD => {
+                    let name = r.d.length_prefixed();
+                    let name = name.ok_or_else(|| r.error("truncated column family name"))?;
+                    let name = std::str::from_utf8(name)
+                        .map_err(|_| r.error("column family name is not UTF-8"))?;
+                    edit.column_family_add = Some(name.to_owned());
+                }
+                TAG_COLUMN_FAMILY_DROP => edit.column_family_drop = true,
+                TAG_MAX_COLUMN_FAMILY => {
+                    let id = r.d.varint32().ok_or_else(|| r.error("truncated id"))?;
+                    edit.max_column_family = Some(id);
                 }
                 _ => return Err(r.error("unknown tag")),
             }
@@ -529,9 +616,15 @@ mod tests {
             proptest::option::of(0..=MAX_SEQUENCE_NUMBER),
             proptest::collection::btree_set((0..NUM_LEVELS, any::<u64>()), 0..6),
             proptest::collection::vec(arb_new_file(), 0..6),
+            (
+                prop_oneof![Just(0u32), any::<u32>()],
+                proptest::option::of("[ -~]{0,12}"),
+                any::<bool>(),
+                proptest::option::of(any::<u32>()),
+            ),
         )
             .prop_map(
-                |(comparator, merge_operator, log, next, last, deleted_files, new_files)| {
+                |(comparator, merge_operator, log, next, last, deleted_files, new_files, cf)| {
                     VersionEdit {
                         comparator,
                         merge_operator,
@@ -540,6 +633,10 @@ mod tests {
                         last_sequence: last,
                         deleted_files,
                         new_files,
+                        column_family: cf.0,
+                        column_family_add: cf.1,
+                        column_family_drop: cf.2,
+                        max_column_family: cf.3,
                     }
                 },
             )

@@ -27,3 +27,15 @@ pub(super) const TAG_NEW_FILE: u32 = 100;
 /// own; a reader that does not know it stops on it as corruption rather
 /// than miss the deletions).
 pub(super) const TAG_NEW_FILE_WITH_RANGE_DELETIONS: u32 = 101;
+/// `column_family: varint32`: the column family the edit's files, log
+/// number, comparator and merge operator belong to (RocksDB's
+/// `kColumnFamily`); absent means the default family, 0.
+pub(super) const TAG_COLUMN_FAMILY: u32 = 200;
+/// `name: length-prefixed UTF-8`: the edit creates the column family it
+/// names by [`TAG_COLUMN_FAMILY`] (RocksDB's `kColumnFamilyAdd`).
+pub(super) const TAG_COLUMN_FAMILY_ADD: u32 = 201;
+/// No payload: the edit drops its column family (`kColumnFamilyDrop`).
+pub(super) const TAG_COLUMN_FAMILY_DROP: u32 = 202;
+/// `id: varint32`: the largest column family id ever handed out
+/// (`kMaxColumnFamily`), so a dropped family's id is never reused.
+pub(super) const TAG_MAX_COLUMN_FAMILY: u32 = 203;

@@ -33,16 +33,18 @@ impl DbInner {
         }
         let id = st.next_compaction_id;
         st.next_compaction_id += 1;
-        st.running.push((c.output_level, c.range.clone()));
-        st.running_ids.push(id);
+        let cf = st.cf_mut(self.id);
+        cf.running.push((c.output_level, c.range.clone()));
+        cf.running_ids.push(id);
         let result = self.run_compaction_inner(st, &c, start);
-        let at = st
+        let cf = st.cf_mut(self.id);
+        let at = cf
             .running_ids
             .iter()
             .position(|&x| x == id)
             .expect("running compaction is registered");
-        st.running.remove(at);
-        st.running_ids.remove(at);
+        cf.running.remove(at);
+        cf.running_ids.remove(at);
         for f in c.all_inputs() {
             f.being_compacted.store(false, Ordering::Release);
         }
@@ -63,6 +65,7 @@ impl DbInner {
         start: Instant,
     ) -> Result<()> {
         let mut edit = VersionEdit::new();
+        edit.set_column_family(self.id);
         for f in &c.inputs[0] {
             edit.delete_file(c.level, f.number);
         }
@@ -74,11 +77,11 @@ impl DbInner {
             for f in &c.inputs[0] {
                 edit.add_new_file(c.output_level, f.to_new_file());
             }
-            Self::remember_current(st);
+            self.remember_current(st);
             st.versions.log_and_apply(&mut edit)?;
             self.publish_read_view(st);
             self.advance_compact_pointer(st, c);
-            let s = &mut st.stats[c.output_level];
+            let s = &mut st.cf_mut(self.id).stats[c.output_level];
             s.bytes_moved += moved;
             s.count += 1;
             s.micros += start.elapsed().as_micros() as u64;
@@ -102,7 +105,7 @@ impl DbInner {
         for f in &outputs {
             edit.add_new_file(c.output_level, f.clone());
         }
-        Self::remember_current(st);
+        self.remember_current(st);
         let applied = st.versions.log_and_apply(&mut edit);
         for f in &outputs {
             st.pending_outputs.remove(&f.number);
@@ -112,7 +115,7 @@ impl DbInner {
         #[cfg(feature = "invariants")]
         self.check_invariants(st);
         self.advance_compact_pointer(st, c);
-        let s = &mut st.stats[c.output_level];
+        let s = &mut st.cf_mut(self.id).stats[c.output_level];
         s.bytes_read_n += c.input_bytes(0);
         s.bytes_read_np1 += c.input_bytes(1);
         s.bytes_written += written;
@@ -129,7 +132,7 @@ impl DbInner {
             .map(|f| f.largest.encoded())
             .max_by(|a, b| self.icmp.compare(a, b))
         {
-            st.compact_pointer[c.level] = last.to_vec();
+            st.cf_mut(self.id).compact_pointer[c.level] = last.to_vec();
         }
     }
 
@@ -138,7 +141,7 @@ impl DbInner {
     /// place only, every file present on disk.
     #[cfg(feature = "invariants")]
     pub(crate) fn check_invariants(&self, st: &DbState) {
-        let v = st.versions.current();
+        let v = st.versions.current_cf(self.id);
         let mut seen = std::collections::HashSet::new();
         for level in 0..NUM_LEVELS {
             for f in v.files(level) {
@@ -176,15 +179,21 @@ impl DbInner {
     /// compactions first and keeps automatic ones out while it runs.
     pub(crate) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         let mut st = self.state.lock();
-        while st.manual_compaction || !st.running.is_empty() {
+        loop {
+            let Some(cf) = st.cfs.get(&self.id) else {
+                return Err(self.dropped_error());
+            };
+            if !cf.manual_compaction && cf.running.is_empty() {
+                break;
+            }
             if let Some(e) = &st.bg_error {
                 return Err(e.clone());
             }
             self.bg_done.wait(&mut st);
         }
-        st.manual_compaction = true;
+        st.cf_mut(self.id).manual_compaction = true;
         let result = self.compact_range_locked(&mut st, begin, end);
-        st.manual_compaction = false;
+        st.cf_mut(self.id).manual_compaction = false;
         if let Err(e) = &result {
             // An I/O or corruption error stops writes as it does for an
             // automatic compaction (Busy only means "not now").
@@ -207,7 +216,7 @@ impl DbInner {
         // pass must see the inputs unreferenced.
         let ucmp = &*self.user_cmp;
         let last = {
-            let version = st.versions.current();
+            let version = st.versions.current_cf(self.id);
             (0..NUM_LEVELS)
                 .rev()
                 .find(|&l| !version.overlapping_files(l, begin, end, ucmp).is_empty())
@@ -220,7 +229,7 @@ impl DbInner {
             if let Some(e) = &st.bg_error {
                 return Err(e.clone());
             }
-            let version = st.versions.current();
+            let version = st.versions.current_cf(self.id);
             let targets = super::level_targets(&self.opts, &version);
             let output = if level == 0 {
                 targets.base_level
@@ -247,7 +256,7 @@ impl DbInner {
         // needs and deletion markers are dropped (RocksDB's
         // `BottommostLevelCompaction::kForce`).
         if level == last && last > 0 {
-            let version = st.versions.current();
+            let version = st.versions.current_cf(self.id);
             let inputs0 = version.overlapping_files(last, begin, end, ucmp);
             if !inputs0.is_empty() {
                 let c = self.build_compaction(st, &version, last, last, inputs0);
@@ -270,11 +279,14 @@ impl DbInner {
             if let Some(e) = &st.bg_error {
                 return Err(e.clone());
             }
-            let idle = st.imm.is_empty()
-                && !st.flush_running
-                && st.running.is_empty()
-                && !st.manual_compaction
-                && (self.opts.disable_auto_compactions || self.pick_compaction(&st).is_none());
+            let idle = !st.flush_running
+                && st.cfs.values().all(|c| {
+                    c.imm.is_empty()
+                        && c.running.is_empty()
+                        && !c.manual_compaction
+                        && (c.handle.opts.disable_auto_compactions
+                            || c.handle.pick_compaction(&st).is_none())
+                });
             if idle {
                 return Ok(());
             }

@@ -222,8 +222,15 @@ fn level0_moves(
 
 /// True if a running compaction writes into `level` over a range that
 /// shares a user key with `[lo, hi]`.
-fn running_into(st: &DbState, level: usize, lo: &[u8], hi: &[u8], ucmp: &dyn Comparator) -> bool {
-    st.running.iter().any(|(l, (r_lo, r_hi))| {
+fn running_into(
+    st: &DbState,
+    cf: u32,
+    level: usize,
+    lo: &[u8],
+    hi: &[u8],
+    ucmp: &dyn Comparator,
+) -> bool {
+    st.cf(cf).running.iter().any(|(l, (r_lo, r_hi))| {
         *l == level
             && ucmp.compare(r_lo, hi) != CmpOrdering::Greater
             && ucmp.compare(lo, r_hi) != CmpOrdering::Greater
@@ -237,7 +244,7 @@ fn busy(f: &FileMetaData) -> bool {
 impl DbInner {
     /// The most urgent compaction that does not conflict with running ones.
     pub(crate) fn pick_compaction(&self, st: &DbState) -> Option<Compaction> {
-        let version = st.versions.current();
+        let version = st.versions.current_cf(self.id);
         let targets = level_targets(&self.opts, &version);
         // L0 files that can go down by a trivial move go as soon as there
         // are as many as the L0 trigger, whatever the depth: a flush cut per
@@ -332,7 +339,7 @@ impl DbInner {
         }
         // Round robin over the level's files by key.
         let files = version.files(level);
-        let pointer = &st.compact_pointer[level];
+        let pointer = &st.cf(self.id).compact_pointer[level];
         let start = files
             .iter()
             .position(|f| {
@@ -378,7 +385,7 @@ impl DbInner {
         let max_move_bytes = self.opts.target_file_size(output_level).saturating_mul(2);
         let chosen = self.level0_movable(version, output_level, version.files(0), |f| {
             let (lo, hi) = (f.smallest.user_key(), f.largest.user_key());
-            !running_into(st, output_level, lo, hi, ucmp)
+            !running_into(st, self.id, output_level, lo, hi, ucmp)
         });
         let range = key_range(&chosen, ucmp)?;
         Some(Compaction {
@@ -451,7 +458,7 @@ impl DbInner {
             }
             let (lo, hi) = (c.range.0.as_slice(), g.largest.user_key());
             if version.overlap_in_level(c.output_level, Some(lo), Some(hi), ucmp)
-                || running_into(st, c.output_level, lo, hi, ucmp)
+                || running_into(st, self.id, c.output_level, lo, hi, ucmp)
             {
                 break;
             }
@@ -486,7 +493,7 @@ impl DbInner {
         let mut all = inputs0.clone();
         all.extend(inputs1.iter().cloned());
         let range = key_range(&all, ucmp)?;
-        if running_into(st, output_level, &range.0, &range.1, ucmp) {
+        if running_into(st, self.id, output_level, &range.0, &range.1, ucmp) {
             return None;
         }
         let grandparents = if output_level + 1 < NUM_LEVELS {
