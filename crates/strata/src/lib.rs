@@ -61,10 +61,11 @@ pub(crate) mod version;
 pub(crate) mod wal;
 
 pub use db::{
-    BlockBasedOptions, Cache, DBCompressionType, DBIterator, DBPinnableSlice, DBRawIterator,
-    DBRecoveryMode, Direction, IngestExternalFileOptions, IteratorMode, LiveFile, Options,
-    PackedTableOptions, ReadOptions, Snapshot, SstFileWriter, SstPartitioner,
-    SstPartitionerFactory, TableFileCheck, WriteBatch, WriteOptions, DB,
+    AsColumnFamilyRef, BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor,
+    DBCompressionType, DBIterator, DBPinnableSlice, DBRawIterator, DBRecoveryMode, Direction,
+    IngestExternalFileOptions, IteratorMode, LiveFile, Options, PackedTableOptions, ReadOptions,
+    Snapshot, SstFileWriter, SstPartitioner, SstPartitionerFactory, TableFileCheck, WriteBatch,
+    WriteOptions, DB,
 };
 pub use error::{Error, Result};
 /// Merge operators (the `rocksdb` crate's module and names): see
