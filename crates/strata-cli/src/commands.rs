@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use strata::env::{FileSystem, PosixFileSystem};
 use strata::key::{parse_internal_key, ValueKind};
-use strata::{BytewiseComparator, Comparator, IteratorMode, Options, ReadOptions, WriteBatch, DB};
+use strata::{
+    BytewiseComparator, ColumnFamily, ColumnFamilyDescriptor, Comparator, IteratorMode, Options,
+    ReadOptions, WriteBatch, DB,
+};
 
 use crate::{Cli, Command, Outcome, ScanArgs, SstCommand, WalCommand};
 use strata_cli::codec::{hex_decode, hex_encode, Codec};
@@ -63,11 +66,36 @@ fn db_options(cli: &Cli, dir: &Path) -> Result<Options> {
     Ok(opts)
 }
 
+/// The column families on record in `path` (none for a path that holds
+/// no database yet).
+fn families(opts: &Options, path: &Path) -> Result<Vec<String>> {
+    if !path.join("CURRENT").exists() {
+        return Ok(Vec::new());
+    }
+    Ok(DB::list_cf(opts, path)?)
+}
+
 fn open_db(cli: &Cli) -> Result<DB> {
     let Some(path) = &cli.db else {
         return usage("this command needs --db PATH");
     };
-    Ok(DB::open(&db_options(cli, path)?, path)?)
+    let opts = db_options(cli, path)?;
+    let names = families(&opts, path)?;
+    let descriptors = names
+        .iter()
+        .map(|n| ColumnFamilyDescriptor::new(n, opts.clone()));
+    Ok(DB::open_cf_descriptors(&opts, path, descriptors)?)
+}
+
+/// The column family `--cf` names (default: the default family).
+fn family<'a>(cli: &Cli, db: &'a DB) -> Result<&'a ColumnFamily> {
+    let name = cli.cf.as_deref().unwrap_or("default");
+    match db.cf_handle(name) {
+        Some(cf) => Ok(cf),
+        None => usage(format!(
+            "no column family {name:?} in the database (list-cf names them)"
+        )),
+    }
 }
 
 /// Opens for reading only: no lock, nothing written, so a database that
@@ -76,11 +104,9 @@ fn open_db_read_only(cli: &Cli) -> Result<DB> {
     let Some(path) = &cli.db else {
         return usage("this command needs --db PATH");
     };
-    Ok(DB::open_for_read_only(
-        &db_options(cli, path)?,
-        path,
-        false,
-    )?)
+    let opts = db_options(cli, path)?;
+    let names = families(&opts, path)?;
+    Ok(DB::open_cf_for_read_only(&opts, path, names, false)?)
 }
 
 fn arg(codec: Codec, s: &str) -> Result<Vec<u8>> {
@@ -95,7 +121,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     let outcome = match &cli.command {
         Command::Get { key } => {
             let db = open_db_read_only(cli)?;
-            match db.get(arg(codec, key)?)? {
+            match db.get_cf(family(cli, &db)?, arg(codec, key)?)? {
                 Some(v) => {
                     out.write_all(&codec.encode(&v))?;
                     out.write_all(b"\n")?;
@@ -109,17 +135,17 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         }
         Command::Put { key, value } => {
             let db = open_db(cli)?;
-            db.put(arg(codec, key)?, arg(codec, value)?)?;
+            db.put_cf(family(cli, &db)?, arg(codec, key)?, arg(codec, value)?)?;
             Outcome::Done
         }
         Command::Delete { key } => {
             let db = open_db(cli)?;
-            db.delete(arg(codec, key)?)?;
+            db.delete_cf(family(cli, &db)?, arg(codec, key)?)?;
             Outcome::Done
         }
         Command::Scan(a) => {
             let db = open_db_read_only(cli)?;
-            scan(&db, a, codec, &mut out)?;
+            scan(&db, family(cli, &db)?, a, codec, &mut out)?;
             Outcome::Done
         }
         Command::Dump { file } => {
@@ -129,7 +155,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             } else {
                 Box::new(BufWriter::new(File::create(file)?))
             };
-            for item in db.iterator(IteratorMode::Start) {
+            for item in db.iterator_cf(family(cli, &db)?, IteratorMode::Start) {
                 let (k, v) = item?;
                 writeln!(sink, "{} {}", hex_encode(&k), hex_encode(&v))?;
             }
@@ -143,17 +169,28 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             } else {
                 Box::new(BufReader::new(File::open(file)?))
             };
-            load(&db, input)?;
+            load(&db, family(cli, &db)?, input)?;
+            Outcome::Done
+        }
+        Command::ListCf => {
+            let Some(path) = &cli.db else {
+                return usage("list-cf needs --db PATH");
+            };
+            for name in DB::list_cf(&db_options(cli, path)?, path)? {
+                writeln!(out, "{name}")?;
+            }
             Outcome::Done
         }
         Command::Levels => {
             let db = open_db_read_only(cli)?;
-            levels(&db, codec, &mut out)?;
+            levels(&db, family(cli, &db)?, codec, &mut out)?;
             Outcome::Done
         }
         Command::Stats => {
             let db = open_db_read_only(cli)?;
-            let stats = db.property_value("rocksdb.stats")?.unwrap_or_default();
+            let stats = db
+                .property_value_cf(family(cli, &db)?, "rocksdb.stats")?
+                .unwrap_or_default();
             out.write_all(stats.as_bytes())?;
             if !stats.ends_with('\n') {
                 out.write_all(b"\n")?;
@@ -184,7 +221,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             let db = open_db(cli)?;
             let from = from.as_deref().map(|k| arg(codec, k)).transpose()?;
             let to = to.as_deref().map(|k| arg(codec, k)).transpose()?;
-            db.compact_range(from, to)?;
+            db.compact_range_cf(family(cli, &db)?, from, to)?;
             Outcome::Done
         }
         Command::Checkpoint { path } => {
@@ -202,6 +239,15 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
             writeln!(out, "{}", path.display())?;
             for r in strata::dump::manifest_records(&fs, &path)? {
                 write!(out, "@{}:", r.offset)?;
+                if r.column_family != 0 {
+                    write!(out, " column_family={}", r.column_family)?;
+                }
+                if let Some(name) = &r.column_family_add {
+                    write!(out, " add_column_family={name:?}")?;
+                }
+                if r.column_family_drop {
+                    write!(out, " drop_column_family")?;
+                }
                 if let Some(c) = &r.comparator {
                     write!(out, " comparator={c}")?;
                 }
@@ -282,7 +328,13 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
     Ok(outcome)
 }
 
-fn scan(db: &DB, a: &ScanArgs, codec: Codec, out: &mut impl Write) -> Result<()> {
+fn scan(
+    db: &DB,
+    cf: &ColumnFamily,
+    a: &ScanArgs,
+    codec: Codec,
+    out: &mut impl Write,
+) -> Result<()> {
     let from = a.from.as_deref().map(|k| arg(codec, k)).transpose()?;
     let to = a.to.as_deref().map(|k| arg(codec, k)).transpose()?;
     let mut ro = ReadOptions::default();
@@ -298,7 +350,7 @@ fn scan(db: &DB, a: &ScanArgs, codec: Codec, out: &mut impl Write) -> Result<()>
         IteratorMode::Start
     };
     for item in db
-        .iterator_opt(mode, ro)
+        .iterator_cf_opt(cf, ro, mode)
         .take(a.limit.unwrap_or(usize::MAX))
     {
         let (k, v) = item?;
@@ -311,7 +363,7 @@ fn scan(db: &DB, a: &ScanArgs, codec: Codec, out: &mut impl Write) -> Result<()>
 }
 
 /// Puts `dump`'s lines, a batch per 1,000.
-fn load(db: &DB, input: Box<dyn BufRead>) -> Result<()> {
+fn load(db: &DB, cf: &ColumnFamily, input: Box<dyn BufRead>) -> Result<()> {
     let mut batch = WriteBatch::default();
     for (i, line) in input.lines().enumerate() {
         let line = line?;
@@ -322,7 +374,7 @@ fn load(db: &DB, input: Box<dyn BufRead>) -> Result<()> {
         let (k, v) = line
             .split_once(' ')
             .ok_or_else(|| bad("expected `HEXKEY HEXVALUE`".into()))?;
-        batch.put(hex_decode(k).map_err(bad)?, hex_decode(v).map_err(bad)?);
+        batch.put_cf(cf, hex_decode(k).map_err(bad)?, hex_decode(v).map_err(bad)?);
         if batch.len() >= 1000 {
             db.write(std::mem::take(&mut batch))?;
         }
@@ -333,8 +385,12 @@ fn load(db: &DB, input: Box<dyn BufRead>) -> Result<()> {
     Ok(())
 }
 
-fn levels(db: &DB, codec: Codec, out: &mut impl Write) -> Result<()> {
-    let files = db.live_files()?;
+fn levels(db: &DB, cf: &ColumnFamily, codec: Codec, out: &mut impl Write) -> Result<()> {
+    let files: Vec<_> = db
+        .live_files()?
+        .into_iter()
+        .filter(|f| f.column_family_name == cf.name())
+        .collect();
     let max_level = files.iter().map(|f| f.level).max().unwrap_or(0);
     writeln!(out, "level  files        bytes")?;
     for level in 0..=max_level {

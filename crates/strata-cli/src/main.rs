@@ -47,6 +47,11 @@ pub struct Cli {
     /// file, written at its last open, if it has one.
     #[arg(long, global = true, value_name = "FILE")]
     options_file: Option<PathBuf>,
+    /// The column family get, put, delete, scan, dump, load, levels, stats
+    /// and compact work on (default: the default family). Every family on
+    /// record is opened, each with the database's options.
+    #[arg(long, global = true, value_name = "NAME")]
+    cf: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -72,6 +77,9 @@ pub enum Command {
     /// Put every line of FILE ('-': standard input), in `dump`'s format.
     #[command(after_help = "Example: strata --db /tmp/copy load /tmp/db.txt")]
     Load { file: String },
+    /// The names of the database's column families, a line each.
+    #[command(name = "list-cf", after_help = "Example: strata --db /tmp/db list-cf")]
+    ListCf,
     /// Table files per level: count, bytes, and each file's key range.
     #[command(after_help = "Example: strata --db /tmp/db levels")]
     Levels,

@@ -347,3 +347,39 @@ fn sst_scan_lists_range_deletions() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn column_families_are_listed_and_each_is_reachable_with_cf() {
+    let dir = temp("cf");
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.create_missing_column_families(true);
+    {
+        let db = DB::open_cf(&opts, &dir, ["users"]).unwrap();
+        db.put(b"k", b"in-default").unwrap();
+        db.put_cf(db.cf_handle("users").unwrap(), b"k", b"in-users")
+            .unwrap();
+        db.flush_cf(db.cf_handle("users").unwrap()).unwrap();
+    }
+    let db = dir.to_str().unwrap();
+    assert_eq!(ok(&["--db", db, "list-cf"]), "default\nusers\n");
+    assert_eq!(ok(&["--db", db, "get", "k"]), "in-default\n");
+    assert_eq!(ok(&["--db", db, "--cf", "users", "get", "k"]), "in-users\n");
+    ok(&["--db", db, "--cf", "users", "put", "k2", "v2"]);
+    assert_eq!(
+        ok(&["--db", db, "--cf", "users", "scan"]),
+        "k in-users\nk2 v2\n"
+    );
+    assert_eq!(ok(&["--db", db, "scan"]), "k in-default\n");
+    let levels = ok(&["--db", db, "--cf", "users", "levels"]);
+    assert!(levels.contains("L0 "), "{levels}");
+    let manifest = ok(&["--db", db, "manifest"]);
+    assert!(
+        manifest.contains("column_family=1 add_column_family=\"users\""),
+        "{manifest}"
+    );
+    let (code, _, err) = status(&["--db", db, "--cf", "nope", "get", "k"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("nope"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -30,9 +30,15 @@ pub struct AddedFile {
 pub struct ManifestRecord {
     /// Offset of the record in the manifest.
     pub offset: u64,
+    /// The column family the edit changes (0: the default).
+    pub column_family: u32,
+    /// The edit creates its column family, with this name.
+    pub column_family_add: Option<String>,
+    /// The edit drops its column family.
+    pub column_family_drop: bool,
     /// The comparator's name, when the edit records it.
     pub comparator: Option<String>,
-    /// The oldest log still needed.
+    /// The oldest log the edit's column family still needs.
     pub log_number: Option<u64>,
     /// The next file number.
     pub next_file_number: Option<u64>,
@@ -73,6 +79,9 @@ pub fn manifest_records(fs: &dyn FileSystem, path: &Path) -> Result<Vec<Manifest
         let edit = VersionEdit::decode(&record, &name, offset)?;
         out.push(ManifestRecord {
             offset,
+            column_family: edit.column_family(),
+            column_family_add: edit.column_family_add().map(str::to_string),
+            column_family_drop: edit.is_column_family_drop(),
             comparator: edit.comparator_name().map(str::to_string),
             log_number: edit.log_number(),
             next_file_number: edit.next_file_number(),

@@ -97,8 +97,9 @@ impl DB {
     }
 
     /// Opens the database at `path` with the column families `names`
-    /// (each with default options; the default family is always opened),
-    /// as `rocksdb::DB::open_cf`. Every family on record must be named
+    /// (each with default options, as `rocksdb::DB::open_cf`, except the
+    /// default family, which always opens with `opts`: named or not, it
+    /// keeps the comparator and settings the database was made with). Every family on record must be named
     /// (`InvalidArgument` naming those that are not); a name not on record
     /// is created with [`Options::create_missing_column_families`], and
     /// is `InvalidArgument` without it.
@@ -108,10 +109,21 @@ impl DB {
         I: IntoIterator<Item = N>,
         N: AsRef<str>,
     {
-        let descriptors: Vec<ColumnFamilyDescriptor> = names
+        let descriptors = name_descriptors(opts, names);
+        Self::open_cf_descriptors(opts, path, descriptors)
+    }
+
+    /// [`DB::open_cf`] with each family's options, as
+    /// `rocksdb::DB::open_cf_with_opts`.
+    pub fn open_cf_with_opts<P, I, N>(opts: &Options, path: P, families: I) -> Result<DB>
+    where
+        P: AsRef<Path>,
+        I: IntoIterator<Item = (N, Options)>,
+        N: AsRef<str>,
+    {
+        let descriptors = families
             .into_iter()
-            .map(|n| ColumnFamilyDescriptor::new(n.as_ref(), Options::default()))
-            .collect();
+            .map(|(n, o)| ColumnFamilyDescriptor::new(n.as_ref(), o));
         Self::open_cf_descriptors(opts, path, descriptors)
     }
 
@@ -221,10 +233,7 @@ impl DB {
         N: AsRef<str>,
     {
         let path = path.as_ref().to_path_buf();
-        let descriptors: Vec<ColumnFamilyDescriptor> = names
-            .into_iter()
-            .map(|n| ColumnFamilyDescriptor::new(n.as_ref(), Options::default()))
-            .collect();
+        let descriptors = name_descriptors(opts, names);
         let handles = open::open_read_only(opts, &path, &descriptors, error_if_log_file_exist)?;
         Ok(Self::with_handles(handles, path))
     }
@@ -772,6 +781,27 @@ fn refuse_non_database(fs: &dyn crate::env::FileSystem, dir: &Path) -> Result<()
         foreign.len(),
         filename::shown_names(foreign)
     )))
+}
+
+/// Descriptors for families named without options: default options, but
+/// the default family gets the database's.
+fn name_descriptors<I, N>(opts: &Options, names: I) -> Vec<ColumnFamilyDescriptor>
+where
+    I: IntoIterator<Item = N>,
+    N: AsRef<str>,
+{
+    names
+        .into_iter()
+        .map(|n| {
+            let n = n.as_ref();
+            let o = if n == crate::version::DEFAULT_COLUMN_FAMILY_NAME {
+                opts.clone()
+            } else {
+                Options::default()
+            };
+            ColumnFamilyDescriptor::new(n, o)
+        })
+        .collect()
 }
 
 /// MultiGet answers with each value copied out of its pinned block.
