@@ -602,7 +602,8 @@ fn crash_child(dir: &Path, acked: &Path) {
         batch.put_cf(b, &k, [b'b'; 200]);
         batch.put(b"counter", next.to_le_bytes());
         db.write_opt(batch, &wo).unwrap();
-        writeln!(out, "{next}").unwrap();
+        // One write call: a kill never leaves half a line.
+        out.write_all(format!("{next}\n").as_bytes()).unwrap();
         if next.is_multiple_of(97) {
             db.flush_cf(a).unwrap();
         }

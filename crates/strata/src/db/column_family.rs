@@ -220,6 +220,19 @@ impl DB {
         Ok(inner)
     }
 
+    /// Writes the one-record batch `add` makes, in family `cf`.
+    fn write_cf(
+        &self,
+        cf: &impl AsColumnFamilyRef,
+        wo: &WriteOptions,
+        add: impl FnOnce(&mut WriteBatch),
+    ) -> Result<()> {
+        self.family(cf)?;
+        let mut b = WriteBatch::default();
+        add(&mut b);
+        self.write_opt(b, wo)
+    }
+
     /// Sets `key` to `value` in column family `cf`.
     pub fn put_cf<K: AsRef<[u8]>, V: AsRef<[u8]>>(
         &self,
@@ -238,10 +251,7 @@ impl DB {
         value: V,
         wo: &WriteOptions,
     ) -> Result<()> {
-        self.family(cf)?;
-        let mut b = WriteBatch::default();
-        b.put_cf(cf, key, value);
-        self.write_opt(b, wo)
+        self.write_cf(cf, wo, |b| b.put_cf(cf, key, value))
     }
 
     /// Removes `key` from column family `cf`.
@@ -256,10 +266,7 @@ impl DB {
         key: K,
         wo: &WriteOptions,
     ) -> Result<()> {
-        self.family(cf)?;
-        let mut b = WriteBatch::default();
-        b.delete_cf(cf, key);
-        self.write_opt(b, wo)
+        self.write_cf(cf, wo, |b| b.delete_cf(cf, key))
     }
 
     /// Removes every key in `[from, to)` of column family `cf`, under its
@@ -281,10 +288,7 @@ impl DB {
         to: K,
         wo: &WriteOptions,
     ) -> Result<()> {
-        self.family(cf)?;
-        let mut b = WriteBatch::default();
-        b.delete_range_cf(cf, from, to);
-        self.write_opt(b, wo)
+        self.write_cf(cf, wo, |b| b.delete_range_cf(cf, from, to))
     }
 
     /// Merges `value` into `key` of column family `cf` with the family's
@@ -306,10 +310,7 @@ impl DB {
         value: V,
         wo: &WriteOptions,
     ) -> Result<()> {
-        self.family(cf)?;
-        let mut b = WriteBatch::default();
-        b.merge_cf(cf, key, value);
-        self.write_opt(b, wo)
+        self.write_cf(cf, wo, |b| b.merge_cf(cf, key, value))
     }
 
     /// The value of `key` in column family `cf`, copied.

@@ -150,19 +150,23 @@ pub(crate) fn open(
         default.release_families();
     }
     started?;
+    Ok(handles_of(&default, &wanted))
+}
+
+/// The handles of the families `wanted`, in its order (all are open).
+fn handles_of(default: &DbInner, wanted: &[(String, Options)]) -> Vec<Arc<DbInner>> {
     let st = default.state.lock();
-    let handles = wanted
+    wanted
         .iter()
         .map(|(name, _)| {
             st.cfs
                 .values()
                 .find(|c| c.handle.name == *name)
-                .expect("opened or created")
+                .expect("every wanted family is open")
                 .handle
                 .clone()
         })
-        .collect();
-    Ok(handles)
+        .collect()
 }
 
 /// Replays the logs, creates the missing families, writes the options
@@ -405,19 +409,7 @@ pub(crate) fn open_read_only(
         default.release_families();
         return Err(e);
     }
-    let st = default.state.lock();
-    let handles = wanted
-        .iter()
-        .map(|(name, _)| {
-            st.cfs
-                .values()
-                .find(|c| c.handle.name == *name)
-                .expect("checked above")
-                .handle
-                .clone()
-        })
-        .collect();
-    Ok(handles)
+    Ok(handles_of(&default, &wanted))
 }
 
 /// A new database is made only where no data of an old one lies: logs or
