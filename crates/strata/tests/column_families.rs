@@ -678,7 +678,44 @@ fn kill_9_never_leaves_half_a_cross_family_batch() {
                 );
             }
         }
-        println!("cycle {cycle}: {n} batches, {last_acked} acknowledged");
+        db.wait_for_compact().unwrap();
+        let fs = strata_kv::env::PosixFileSystem::new();
+        let tables = common::assert_files_are_live(
+            &fs,
+            dir.0.to_str().unwrap(),
+            &db,
+            &format!("cycle {cycle}"),
+        );
+        println!("cycle {cycle}: {n} batches, {last_acked} acknowledged, {tables} tables");
     }
     let _ = std::fs::remove_file(&acked);
+}
+
+/// Automatic compactions run in every family, not only the default one.
+#[test]
+fn every_family_compacts_its_level_0() {
+    let fs = Arc::new(MemFileSystem::new());
+    let opts = mem_options(&fs);
+    let db = DB::open_cf(&opts, "/db", ["a", "b"]).unwrap();
+    for cf in ["a", "b"] {
+        let h = db.cf_handle(cf).unwrap();
+        for f in 0..12 {
+            for i in 0..50 {
+                db.put_cf(h, format!("k{:04}", (i * 7 + f) % 100), [f as u8; 50])
+                    .unwrap();
+            }
+            db.flush_cf(h).unwrap();
+        }
+    }
+    db.wait_for_compact().unwrap();
+    for cf in ["a", "b"] {
+        let h = db.cf_handle(cf).unwrap();
+        let l0: usize = db
+            .property_value_cf(h, "rocksdb.num-files-at-level0")
+            .unwrap()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(l0 < 4, "family {cf}: {l0} files in L0 after wait_for_compact");
+    }
 }
