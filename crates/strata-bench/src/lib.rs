@@ -29,6 +29,11 @@
 //! - `readwhilewriting`: `--threads` readers and one writer;
 //! - `deleterandom`: delete random keys (in batches of `--batch_size`);
 //! - `fillseekseq`: write keys in order, then seek to each in order (timed);
+//! - `fillseqingest` (ours): fillseq's keys and values written to table files
+//!   with the engine's table-file writer, then ingested (moved) into a fresh
+//!   database; times both phases;
+//! - `checkpoint` (ours): a checkpoint of the database beside it, timed, with
+//!   the bytes hard-linked and written (removed afterwards);
 //! - `flush`, `compact`, `waitforcompaction`: engine operations;
 //! - `stats`, `levelstats`, `sstables`: print the engine's statistics.
 //!

@@ -145,6 +145,51 @@ fn mvcc_scans(engine: &str, methods: &[&str]) {
     );
 }
 
+/// fillseqingest writes table files and ingests them: every key is then
+/// found; checkpoint reports its tables hard-linked.
+#[test]
+fn fill_by_ingestion_and_checkpoint() {
+    ingestion("strata");
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn fill_by_ingestion_and_checkpoint_on_rocksdb() {
+    ingestion("rocksdb");
+}
+
+fn ingestion(engine: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let out = run(&args(&[
+        &format!("--engine={engine}"),
+        &format!("--db={}", db.display()),
+        "--num=3000",
+        "--reads=3000",
+        "--target_file_size_base=65536",
+        "--benchmarks=fillseqingest,readrandom,readseq,checkpoint",
+    ]));
+    let fill = out
+        .lines()
+        .find(|l| l.starts_with("fillseqingest : "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(fill.contains(" 3000 operations;"), "{fill}");
+    assert!(fill.contains("tables written in"), "{fill}");
+    assert!(
+        result_line(&out, "readrandom").contains("(3000 of 3000 found)"),
+        "{out}"
+    );
+    assert_eq!(ops(result_line(&out, "readseq")), 3000);
+    let cp = out
+        .lines()
+        .find(|l| l.starts_with("checkpoint   : "))
+        .unwrap_or_else(|| panic!("{out}"));
+    let linked: u64 = cp.split_whitespace().nth(4).unwrap().parse().unwrap();
+    assert!(linked > 3000 * 16, "{cp}");
+    assert!(!db.with_extension("checkpoint").exists());
+    assert!(!db.with_extension("ingest").exists());
+}
+
 #[test]
 fn every_benchmark_on_a_tiny_database() {
     every_benchmark("strata");
@@ -185,6 +230,8 @@ fn every_benchmark(engine: &str) {
                     | "mvccscan"
                     | "mergerandom"
                     | "readrandommergerandom"
+                    | "fillseqingest"
+                    | "checkpoint"
             )
         })
         .collect();

@@ -716,6 +716,9 @@ fn every_family_compacts_its_level_0() {
             .unwrap()
             .parse()
             .unwrap();
-        assert!(l0 < 4, "family {cf}: {l0} files in L0 after wait_for_compact");
+        assert!(
+            l0 < 4,
+            "family {cf}: {l0} files in L0 after wait_for_compact"
+        );
     }
 }

@@ -18,6 +18,7 @@ pub mod rocksdb_engine;
 pub mod strata_engine;
 
 use std::path::Path;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 
@@ -226,6 +227,20 @@ pub trait Engine: Send + Sync {
         false
     }
 
+    /// Writes the entries `next` yields (ascending keys) to table files of
+    /// about `file_bytes` each in the new directory `dir`, with the
+    /// engine's own table-file writer, then ingests them all, moved
+    /// (`ingest_external_file`). Returns the time of each phase.
+    fn write_and_ingest(
+        &self,
+        dir: &Path,
+        file_bytes: u64,
+        next: &mut dyn FnMut(&mut Vec<u8>, &mut Vec<u8>) -> bool,
+    ) -> Result<(Duration, Duration)>;
+
+    /// Makes a checkpoint of the database in `dir`, which must not exist.
+    fn checkpoint(&self, dir: &Path) -> Result<()>;
+
     /// Writes the memtable to tables and waits for it.
     fn flush(&self) -> Result<()>;
 
@@ -431,4 +446,43 @@ mod tests {
         }
         assert!(sb.data().len() <= batch_capacity(&b));
     }
+}
+
+/// Writes the entries `next` yields to table files of about `file_bytes`
+/// each in the new directory `dir` (`000001.sst`, ...) through an engine's
+/// writer (`open` one, `put` into it, its `size` so far, `finish` it), and
+/// returns their paths.
+pub(crate) fn write_table_files<W>(
+    dir: &Path,
+    file_bytes: u64,
+    next: &mut dyn FnMut(&mut Vec<u8>, &mut Vec<u8>) -> bool,
+    open: impl Fn(&Path) -> Result<W>,
+    put: impl Fn(&mut W, &[u8], &[u8]) -> Result<()>,
+    size: impl Fn(&W) -> u64,
+    finish: impl Fn(&mut W) -> Result<()>,
+) -> Result<Vec<std::path::PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let mut files = Vec::new();
+    let (mut key, mut value) = (Vec::new(), Vec::new());
+    let mut writer: Option<W> = None;
+    while next(&mut key, &mut value) {
+        let w = match &mut writer {
+            Some(w) => w,
+            None => {
+                let path = dir.join(format!("{:06}.sst", files.len() + 1));
+                let w = open(&path)?;
+                files.push(path);
+                writer.insert(w)
+            }
+        };
+        put(w, &key, &value)?;
+        if size(w) >= file_bytes {
+            finish(w)?;
+            writer = None;
+        }
+    }
+    if let Some(mut w) = writer {
+        finish(&mut w)?;
+    }
+    Ok(files)
 }

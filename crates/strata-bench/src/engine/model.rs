@@ -41,6 +41,26 @@ impl Engine for ModelEngine {
         "model"
     }
 
+    /// Puts the entries into the map (a model has no table files).
+    fn write_and_ingest(
+        &self,
+        _dir: &std::path::Path,
+        _file_bytes: u64,
+        next: &mut dyn FnMut(&mut Vec<u8>, &mut Vec<u8>) -> bool,
+    ) -> Result<(std::time::Duration, std::time::Duration)> {
+        let start = std::time::Instant::now();
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        let mut m = self.map();
+        while next(&mut k, &mut v) {
+            m.insert(k.clone(), v.clone());
+        }
+        Ok((start.elapsed(), std::time::Duration::ZERO))
+    }
+
+    fn checkpoint(&self, _dir: &std::path::Path) -> Result<()> {
+        Err(Error::Usage("the model engine makes no checkpoints".into()))
+    }
+
     fn write(&self, batch: &Batch, _mode: WriteMode) -> Result<()> {
         let mut m = self.map();
         for e in batch.iter() {

@@ -5,6 +5,7 @@
 //! the flag (db_bench's default is false; RocksDB's own default is true).
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use rocksdb::perf::PerfStatsLevel;
 use rocksdb::{
@@ -170,6 +171,8 @@ pub struct RocksDbEngine {
     /// reuses its write options, so the RocksDB column must not pay for
     /// creating and destroying them at every write.
     write_options: [WriteOptions; 4],
+    /// The options it was opened with, for its table-file writer.
+    options: Options,
 }
 
 /// Index of `mode` in `RocksDbEngine::write_options`.
@@ -211,6 +214,7 @@ impl RocksDbEngine {
                 wo.disable_wal(i & 1 != 0);
                 wo
             }),
+            options: opts,
         })
     }
 }
@@ -236,6 +240,42 @@ pub fn destroy(cfg: &EngineConfig, path: &Path) -> Result<()> {
 impl Engine for RocksDbEngine {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    fn write_and_ingest(
+        &self,
+        dir: &Path,
+        file_bytes: u64,
+        next: &mut dyn FnMut(&mut Vec<u8>, &mut Vec<u8>) -> bool,
+    ) -> Result<(Duration, Duration)> {
+        let start = Instant::now();
+        let files = super::write_table_files(
+            dir,
+            file_bytes,
+            next,
+            |path| {
+                let w = rocksdb::SstFileWriter::create(&self.options);
+                w.open(path).map_err(err)?;
+                Ok(w)
+            },
+            |w, k, v| w.put(k, v).map_err(err),
+            |w| w.file_size(),
+            |w| w.finish().map_err(err),
+        )?;
+        let wrote = start.elapsed();
+        let start = Instant::now();
+        let mut opts = rocksdb::IngestExternalFileOptions::default();
+        opts.set_move_files(true);
+        self.db
+            .ingest_external_file_opts(&opts, files)
+            .map_err(err)?;
+        Ok((wrote, start.elapsed()))
+    }
+
+    fn checkpoint(&self, dir: &Path) -> Result<()> {
+        rocksdb::checkpoint::Checkpoint::new(&self.db)
+            .and_then(|c| c.create_checkpoint(dir))
+            .map_err(err)
     }
 
     fn thread_start(&self) {

@@ -2,6 +2,7 @@
 //! is, option for option.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use strata::{
     BlockBasedOptions, Cache, DBCompressionType, DataBlockIndexType, Options, ReadOptions,
@@ -144,17 +145,24 @@ fn options(cfg: &EngineConfig, create: bool) -> Result<Options> {
 pub struct StrataEngine {
     db: DB,
     read_options: ReadOptions,
+    /// The options it was opened with, for its table-file writer.
+    options: Options,
 }
 
 impl StrataEngine {
     /// Opens (or with `create`, creates) the database at `path`.
     pub fn open(cfg: &EngineConfig, path: &Path, create: bool) -> Result<StrataEngine> {
         check(cfg)?;
-        let db = DB::open(&options(cfg, create)?, path)
+        let options = options(cfg, create)?;
+        let db = DB::open(&options, path)
             .map_err(|e| Error::engine(NAME, format!("open {}: {e}", path.display())))?;
         let mut read_options = ReadOptions::default();
         read_options.set_verify_checksums(cfg.verify_checksum);
-        Ok(StrataEngine { db, read_options })
+        Ok(StrataEngine {
+            db,
+            read_options,
+            options,
+        })
     }
 }
 
@@ -178,6 +186,42 @@ fn err(e: strata::Error) -> Error {
 impl Engine for StrataEngine {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    fn write_and_ingest(
+        &self,
+        dir: &Path,
+        file_bytes: u64,
+        next: &mut dyn FnMut(&mut Vec<u8>, &mut Vec<u8>) -> bool,
+    ) -> Result<(Duration, Duration)> {
+        let start = Instant::now();
+        let files = super::write_table_files(
+            dir,
+            file_bytes,
+            next,
+            |path| {
+                let mut w = strata::SstFileWriter::create(&self.options);
+                w.open(path).map_err(err)?;
+                Ok(w)
+            },
+            |w, k, v| w.put(k, v).map_err(err),
+            |w| w.file_size(),
+            |w| w.finish().map_err(err),
+        )?;
+        let wrote = start.elapsed();
+        let start = Instant::now();
+        let mut opts = strata::IngestExternalFileOptions::default();
+        opts.set_move_files(true);
+        self.db
+            .ingest_external_file_opts(&opts, files)
+            .map_err(err)?;
+        Ok((wrote, start.elapsed()))
+    }
+
+    fn checkpoint(&self, dir: &Path) -> Result<()> {
+        strata::checkpoint::Checkpoint::new(&self.db)
+            .and_then(|c| c.create_checkpoint(dir))
+            .map_err(err)
     }
 
     fn write(&self, batch: &Batch, mode: WriteMode) -> Result<()> {
