@@ -590,7 +590,7 @@ impl<'o> Runner<'o> {
         let mut values = ValueGenerator::new(p.value_size, p.compression_ratio);
         let mut i = 0u64;
         let num = p.num;
-        let key_format = p.key_format.clone();
+        let key_format = p.key_format;
         let mut next = |key: &mut Vec<u8>, value: &mut Vec<u8>| {
             if i >= num {
                 return false;

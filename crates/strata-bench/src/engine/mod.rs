@@ -399,6 +399,45 @@ pub(crate) fn batch_capacity(batch: &Batch) -> usize {
     12 + batch.data_bytes() + 11 * batch.len()
 }
 
+/// Writes the entries `next` yields to table files of about `file_bytes`
+/// each in the new directory `dir` (`000001.sst`, ...) through an engine's
+/// writer (`open` one, `put` into it, its `size` so far, `finish` it), and
+/// returns their paths.
+pub(crate) fn write_table_files<W>(
+    dir: &Path,
+    file_bytes: u64,
+    next: &mut dyn FnMut(&mut Vec<u8>, &mut Vec<u8>) -> bool,
+    open: impl Fn(&Path) -> Result<W>,
+    put: impl Fn(&mut W, &[u8], &[u8]) -> Result<()>,
+    size: impl Fn(&W) -> u64,
+    finish: impl Fn(&mut W) -> Result<()>,
+) -> Result<Vec<std::path::PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let mut files = Vec::new();
+    let (mut key, mut value) = (Vec::new(), Vec::new());
+    let mut writer: Option<W> = None;
+    while next(&mut key, &mut value) {
+        let w = match &mut writer {
+            Some(w) => w,
+            None => {
+                let path = dir.join(format!("{:06}.sst", files.len() + 1));
+                let w = open(&path)?;
+                files.push(path);
+                writer.insert(w)
+            }
+        };
+        put(w, &key, &value)?;
+        if size(w) >= file_bytes {
+            finish(w)?;
+            writer = None;
+        }
+    }
+    if let Some(mut w) = writer {
+        finish(&mut w)?;
+    }
+    Ok(files)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -446,43 +485,4 @@ mod tests {
         }
         assert!(sb.data().len() <= batch_capacity(&b));
     }
-}
-
-/// Writes the entries `next` yields to table files of about `file_bytes`
-/// each in the new directory `dir` (`000001.sst`, ...) through an engine's
-/// writer (`open` one, `put` into it, its `size` so far, `finish` it), and
-/// returns their paths.
-pub(crate) fn write_table_files<W>(
-    dir: &Path,
-    file_bytes: u64,
-    next: &mut dyn FnMut(&mut Vec<u8>, &mut Vec<u8>) -> bool,
-    open: impl Fn(&Path) -> Result<W>,
-    put: impl Fn(&mut W, &[u8], &[u8]) -> Result<()>,
-    size: impl Fn(&W) -> u64,
-    finish: impl Fn(&mut W) -> Result<()>,
-) -> Result<Vec<std::path::PathBuf>> {
-    std::fs::create_dir_all(dir)?;
-    let mut files = Vec::new();
-    let (mut key, mut value) = (Vec::new(), Vec::new());
-    let mut writer: Option<W> = None;
-    while next(&mut key, &mut value) {
-        let w = match &mut writer {
-            Some(w) => w,
-            None => {
-                let path = dir.join(format!("{:06}.sst", files.len() + 1));
-                let w = open(&path)?;
-                files.push(path);
-                writer.insert(w)
-            }
-        };
-        put(w, &key, &value)?;
-        if size(w) >= file_bytes {
-            finish(w)?;
-            writer = None;
-        }
-    }
-    if let Some(mut w) = writer {
-        finish(&mut w)?;
-    }
-    Ok(files)
 }
