@@ -46,7 +46,60 @@ pub const OWN_FLAGS: &[&str] = &[
     "kill_min_ms",
     "kill_max_ms",
     "final_clean_run",
+    "randomize_options",
 ];
+
+/// With `--randomize_options=1`, draws the database options of one cycle
+/// (as RocksDB's crash test draws its option mixes): buffer and file
+/// sizes, compaction trigger, background jobs, compression, bloom bits,
+/// block size and cache, stream-aware cutting, a partitioner, packed
+/// tables. None changes what the database holds, so the child and the
+/// verification after the kill may each run with any of them. Returns
+/// the drawn flags, for the cycle's line.
+fn randomize_options(rng: &mut StdRng, args: &mut Flags) -> String {
+    let compression = ["none", "snappy", "lz4", "zstd"][rng.gen_range(0..4)];
+    let drawn: Vec<(&str, String)> = vec![
+        (
+            "write_buffer_size",
+            (rng.gen_range(64..1024u64) << 10).to_string(),
+        ),
+        (
+            "target_file_size_base",
+            (rng.gen_range(32..512u64) << 10).to_string(),
+        ),
+        (
+            "max_bytes_for_level_base",
+            (rng.gen_range(128..2048u64) << 10).to_string(),
+        ),
+        (
+            "level0_file_num_compaction_trigger",
+            rng.gen_range(2..7).to_string(),
+        ),
+        ("max_background_jobs", rng.gen_range(1..5).to_string()),
+        ("compression", compression.to_string()),
+        (
+            "bloom_bits",
+            [0, 5, 10, 16][rng.gen_range(0..4)].to_string(),
+        ),
+        ("block_size", (1u64 << rng.gen_range(10..15)).to_string()),
+        ("cache_size", (rng.gen_range(64..4096u64) << 10).to_string()),
+        ("stream_aware_cutting", rng.gen_range(0..2).to_string()),
+        (
+            "sst_partitioner_prefix",
+            [0, 0, 4, 6][rng.gen_range(0..4)].to_string(),
+        ),
+        (
+            "packed_from_level",
+            [-1, -1, 1, 2][rng.gen_range(0..4)].to_string(),
+        ),
+    ];
+    let mut line = String::new();
+    for (name, value) in drawn {
+        line.push_str(&format!(" --{name}={value}"));
+        args.set(name, value);
+    }
+    line
+}
 
 /// Runs the crash test described by `flags` (see `main.rs`).
 pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, Failure> {
@@ -56,6 +109,7 @@ pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, Failure> {
     let kill_max_ms: u64 = flags.get("kill_max_ms", 2000)?.max(kill_min_ms + 1);
     let seed: u64 = flags.get("seed", 0)?;
     let final_clean_run = flags.flag("final_clean_run", false)?;
+    let randomize = flags.flag("randomize_options", false)?;
     let dir = Path::new(&dir);
     std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     let db = dir.join("db");
@@ -87,6 +141,11 @@ pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, Failure> {
         let clean = final_clean_run && cycle + 1 == cycles;
         let mut args = child_flags.clone();
         args.set("seed", seed.wrapping_mul(1_000_003).wrapping_add(cycle));
+        let drawn = if randomize {
+            randomize_options(&mut rng, &mut args)
+        } else {
+            String::new()
+        };
         let kill_after = Duration::from_millis(rng.gen_range(kill_min_ms..kill_max_ms));
         if clean {
             args.set("duration_ms", kill_after.as_millis());
@@ -131,13 +190,19 @@ pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, Failure> {
                 true
             }
         };
-        let verified = verify_after_crash(&child_flags)
-            .map_err(|e| e.context(format!("cycle {cycle}: after kill")))?;
+        // The verification opens with this cycle's options too.
+        let mut verify_flags = child_flags.clone();
+        if randomize {
+            verify_flags = args.clone();
+            verify_flags.remove("seed");
+        }
+        let verified = verify_after_crash(&verify_flags)
+            .map_err(|e| e.context(format!("cycle {cycle}: after kill{drawn}")))?;
         stats.keys_verified_after_kill += verified;
         stats.cycles += 1;
         let (ops, reads) = ExpectedState::open_existing(&expected, shape)?.counters();
         println!(
-            "cycle {cycle}: {} after {} ms; {ops} ops and {reads} reads verified so far; {verified} keys verified",
+            "cycle {cycle}: {} after {} ms; {ops} ops and {reads} reads verified so far; {verified} keys verified{drawn}",
             if killed { "killed" } else { "finished" },
             kill_after.as_millis()
         );

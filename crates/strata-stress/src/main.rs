@@ -19,9 +19,13 @@
 //!     makes the expected state exact again. Both the database and the
 //!     expected-state file must exist.
 //! strata-stress crash-test --dir=DIR [--cycles=10] [--kill_min_ms=200]
-//!                          [--kill_max_ms=2000] [--final_clean_run=0] [run flags]
+//!                          [--kill_max_ms=2000] [--final_clean_run=0]
+//!                          [--randomize_options=0] [run flags]
 //!     Loops: start `run --sync=1` as a child, SIGKILL it after a random
-//!     interval, `verify`. Creates the database and the expected state
+//!     interval, `verify`. With --randomize_options=1 each cycle (child and
+//!     verification) draws its own database options (buffer, file and
+//!     block sizes, compaction trigger, jobs, compression, bloom bits,
+//!     cache, cutting, partitioner, packed tables), printed on its line. Creates the database and the expected state
 //!     first (so bad database flags fail before any child runs). Prints
 //!     cycles, kills, operations and keys verified. Exits 0 only if every
 //!     check passed.

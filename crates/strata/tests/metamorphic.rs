@@ -170,7 +170,7 @@ fn history(seed: u64, n: usize) -> Vec<Op> {
                 let (a, b) = (random_key(&mut rng), random_key(&mut rng));
                 Op::DeleteRange(a.clone().min(b.clone()), a.max(b))
             }
-            41..=46 => Op::Merge(random_key(&mut rng), format!("m{i}")),
+            41..=46 => Op::Merge(random_key(&mut rng), format!("+m{i}")),
             47..=51 => Op::Batch(
                 (0..rng.gen_range(1..6))
                     .map(|_| {
@@ -316,7 +316,12 @@ fn configs() -> Vec<Config> {
     ]
 }
 
-/// The merge operator every configuration runs with: operands appended.
+/// The merge operator every configuration runs with: operands appended to
+/// the base. Concatenation is associative, as an associative operator must
+/// be (its partial merges use the same function): a separator added per
+/// operand would be added again to an operand that is itself a partial
+/// merge, and configurations that fold differently would disagree (the
+/// operands carry their own "+" instead).
 fn append(
     _key: &[u8],
     base: Option<&[u8]>,
@@ -324,7 +329,6 @@ fn append(
 ) -> Option<Vec<u8>> {
     let mut out = base.map(<[u8]>::to_vec).unwrap_or_default();
     for op in operands {
-        out.push(b'+');
         out.extend_from_slice(op);
     }
     Some(out)
