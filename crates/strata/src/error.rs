@@ -94,6 +94,21 @@ impl Error {
         matches!(self, Error::Corruption { .. })
     }
 
+    /// True for an I/O error of a full disk or an exhausted quota (ENOSPC,
+    /// EDQUOT). A flush or compaction that fails with one is retried by
+    /// the database itself once space returns
+    /// ([`Options::set_max_bgerror_resume_count`](crate::Options::set_max_bgerror_resume_count)).
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            Error::Io { source, .. } => {
+                source.kind() == io::ErrorKind::StorageFull
+                    || source.kind() == io::ErrorKind::QuotaExceeded
+                    || matches!(source.raw_os_error(), Some(28 | 122))
+            }
+            _ => false,
+        }
+    }
+
     /// True for [`Error::NotFound`], including an I/O error of kind `NotFound`.
     pub fn is_not_found(&self) -> bool {
         match self {

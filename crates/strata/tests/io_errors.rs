@@ -376,3 +376,122 @@ fn failed_manifest_write_then_reader_release_deletes_nothing() {
         }
     }
 }
+
+/// Waits (up to 10 s) until `f` succeeds; the errors it meets meanwhile
+/// must be those of a full disk.
+fn eventually(what: &str, mut f: impl FnMut() -> Result<(), Error>) {
+    let start = std::time::Instant::now();
+    while let Err(e) = f() {
+        assert!(e.is_no_space(), "{what}: {e}");
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "{what}: never recovered"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// A full disk during a flush, a compaction or a manifest write stops
+/// writes with an error that says so (`is_no_space`), loses nothing, and
+/// clears itself once space returns: the database retries the work it
+/// failed (RocksDB's automatic recovery), without `resume`.
+#[test]
+fn a_full_disk_stops_writes_and_recovers_by_itself_when_space_returns() {
+    let cases: [(&[FileOp], &str, bool); 4] = [
+        (&[FileOp::Append], ".sst", false),
+        (&[FileOp::Create], ".sst", false),
+        (&[FileOp::Append], "MANIFEST", false),
+        (&[FileOp::Append], ".sst", true),
+    ];
+    for (ops, path, in_compaction) in cases {
+        let what = format!("ENOSPC on {ops:?} of {path:?}, compaction {in_compaction}");
+        let (fs, mut opts) = setup();
+        opts.set_bgerror_resume_retry_interval(20_000);
+        let db = DB::open(&opts, DB_DIR).unwrap();
+        let mut model = Model::new();
+        put_range(&db, &mut model, "a", 0..500);
+        db.flush().unwrap();
+        put_range(&db, &mut model, "b", 250..750);
+        if in_compaction {
+            db.flush().unwrap();
+        }
+        // The disk is full for the next few writes of the kind.
+        fs.inject(FaultRule::new(ops).path_contains(path).times(3).no_space());
+        let e = if in_compaction {
+            db.compact_range(None::<&[u8]>, None::<&[u8]>).unwrap_err()
+        } else {
+            db.flush().unwrap_err()
+        };
+        assert!(e.is_no_space(), "{what}: {e}");
+        assert!(e.to_string().contains("No space left"), "{what}: {e}");
+        // Writes stop with it, then go on by themselves once the disk has
+        // room (after three failed writes here); until then, a flush or a
+        // compaction may meet the full disk again.
+        eventually(&what, || db.put(b"probe", b"x"));
+        model.insert(b"probe".to_vec(), b"x".to_vec());
+        eventually(&what, || db.flush());
+        eventually(&what, || db.compact_range(None::<&[u8]>, None::<&[u8]>));
+        assert_eq!(fs.stats().total_injected(), 3, "{what}");
+        assert_contents(&db, &model, &what);
+        common::assert_files_are_live(&fs, DB_DIR, &db, &what);
+        drop(db);
+        let db = DB::open(&opts, DB_DIR).unwrap();
+        assert_contents(&db, &model, &format!("{what}, after reopen"));
+    }
+}
+
+/// With `set_max_bgerror_resume_count(0)` a full disk stays an error
+/// until `resume`; other I/O errors are never cleared by themselves.
+#[test]
+fn without_automatic_recovery_a_full_disk_waits_for_resume() {
+    for (no_space, max) in [(true, 0), (false, i32::MAX)] {
+        let what = format!("no_space {no_space}, max {max}");
+        let (fs, mut opts) = setup();
+        opts.set_bgerror_resume_retry_interval(10_000);
+        opts.set_max_bgerror_resume_count(max);
+        let db = DB::open(&opts, DB_DIR).unwrap();
+        let mut model = Model::new();
+        put_range(&db, &mut model, "a", 0..300);
+        let mut rule = FaultRule::new(&[FileOp::Append])
+            .path_contains(".sst")
+            .times(1);
+        if no_space {
+            rule = rule.no_space();
+        }
+        fs.inject(rule);
+        let e = db.flush().unwrap_err();
+        assert_eq!(e.is_no_space(), no_space, "{what}: {e}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(db.put(b"k", b"v").is_err(), "{what}: cleared by itself");
+        db.resume().unwrap();
+        db.put(b"k", b"v").unwrap();
+        model.insert(b"k".to_vec(), b"v".to_vec());
+        assert_contents(&db, &model, &what);
+    }
+}
+
+/// A full disk under the log fails the write that met it, with the error
+/// that says so; as any log failure, only a reopen clears it, and nothing
+/// acknowledged is lost.
+#[test]
+fn a_full_disk_under_the_log_fails_the_write_and_a_reopen_recovers() {
+    let (fs, mut opts) = setup();
+    opts.set_bgerror_resume_retry_interval(10_000);
+    let db = DB::open(&opts, DB_DIR).unwrap();
+    let mut model = Model::new();
+    put_range(&db, &mut model, "a", 0..200);
+    fs.inject(
+        FaultRule::new(&[FileOp::Append])
+            .path_contains(".log")
+            .times(1)
+            .no_space(),
+    );
+    let e = db.put(b"lost", b"x").unwrap_err();
+    assert!(e.is_no_space(), "{e}");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(db.put(b"k", b"v").is_err(), "a log failure cleared itself");
+    drop(db);
+    let db = DB::open(&opts, DB_DIR).unwrap();
+    assert_contents(&db, &model, "after the reopen");
+    db.put(b"k", b"v").unwrap();
+}

@@ -29,6 +29,10 @@ impl DbInner {
             if self.shutting_down.load(Ordering::Acquire) {
                 break;
             }
+            if self.auto_resume_due(&st) {
+                self.auto_resume(&mut st);
+                continue;
+            }
             if st.bg_error.is_none() && !st.flush_running {
                 let oldest = st
                     .cfs
@@ -40,8 +44,9 @@ impl DbInner {
                     st.flush_running = true;
                     let r = cf.flush_oldest(&mut st);
                     st.flush_running = false;
-                    if let Err(e) = r {
-                        self.set_bg_error(&mut st, e);
+                    match r {
+                        Ok(()) => st.auto_resumes = 0,
+                        Err(e) => self.set_bg_error(&mut st, e),
                     }
                     self.bg_done.notify_all();
                     self.bg_work.notify_all();
@@ -62,10 +67,12 @@ impl DbInner {
                 if let Some((cf, c)) = picked {
                     next_cf = cf.id + 1;
                     let r = cf.run_compaction(&mut st, c);
-                    if let Err(e) = r {
-                        if !self.shutting_down.load(Ordering::Acquire) {
-                            self.set_bg_error(&mut st, e);
+                    match r {
+                        Ok(()) => st.auto_resumes = 0,
+                        Err(e) if !self.shutting_down.load(Ordering::Acquire) => {
+                            self.set_bg_error(&mut st, e)
                         }
+                        Err(_) => {}
                     }
                     self.bg_done.notify_all();
                     self.bg_work.notify_all();
@@ -74,6 +81,44 @@ impl DbInner {
             }
             self.bg_work.wait(&mut st);
         }
+    }
+
+    /// True if a full-disk background error should be cleared by this
+    /// thread now: it is not the log's, no other thread is on it, no flush
+    /// or compaction is still running, and attempts are left.
+    fn auto_resume_due(&self, st: &DbState) -> bool {
+        let Some(e) = &st.bg_error else {
+            return false;
+        };
+        e.is_no_space()
+            && !st.bg_error_in_log
+            && !st.auto_resuming
+            && !st.flush_running
+            && st.running_compactions() == 0
+            && st.auto_resumes < i64::from(self.db_opts.max_bgerror_resume_count)
+    }
+
+    /// Waits the retry interval, then clears the error (if it is still
+    /// there and nothing else cleared it), so that the work that failed is
+    /// picked again: RocksDB's automatic recovery from a full disk.
+    fn auto_resume(&self, st: &mut MutexGuard<'_, DbState>) {
+        st.auto_resuming = true;
+        let interval =
+            std::time::Duration::from_micros(self.db_opts.bgerror_resume_retry_interval_us);
+        let deadline = Instant::now() + interval;
+        while Instant::now() < deadline && !self.shutting_down.load(Ordering::Acquire) {
+            self.bg_work.wait_until(st, deadline);
+        }
+        st.auto_resuming = false;
+        if self.shutting_down.load(Ordering::Acquire) {
+            return;
+        }
+        if st.bg_error.as_ref().is_some_and(|e| e.is_no_space()) && !st.bg_error_in_log {
+            st.auto_resumes += 1;
+            st.bg_error = None;
+        }
+        self.bg_done.notify_all();
+        self.bg_work.notify_all();
     }
 
     /// Writes the oldest immutable memtable to L0 tables and records them.

@@ -108,6 +108,11 @@ pub(crate) struct DbState {
     /// `bg_error` came from the write-ahead log (a write or a memtable
     /// switch): the log's end is unknown, so only a reopen clears it.
     pub(crate) bg_error_in_log: bool,
+    /// Automatic clearings of a full-disk `bg_error` since the last
+    /// flush or compaction that succeeded.
+    pub(crate) auto_resumes: i64,
+    /// A background thread is waiting to clear a full-disk `bg_error`.
+    pub(crate) auto_resuming: bool,
     pub(crate) writers: VecDeque<Arc<Writer>>,
     pub(crate) flush_running: bool,
     pub(crate) next_compaction_id: u64,

@@ -320,6 +320,8 @@ fn build(
         versions,
         bg_error: None,
         bg_error_in_log: false,
+        auto_resumes: 0,
+        auto_resuming: false,
         writers: Default::default(),
         flush_running: false,
         next_compaction_id: 0,

@@ -232,6 +232,8 @@ impl PackedTableOptions {
 pub struct Options {
     pub(crate) create_if_missing: bool,
     pub(crate) create_missing_column_families: bool,
+    pub(crate) max_bgerror_resume_count: i32,
+    pub(crate) bgerror_resume_retry_interval_us: u64,
     pub(crate) error_if_exists: bool,
     pub(crate) write_buffer_size: usize,
     pub(crate) max_write_buffer_number: usize,
@@ -270,6 +272,11 @@ impl std::fmt::Debug for Options {
                 "create_missing_column_families",
                 &self.create_missing_column_families,
             )
+            .field("max_bgerror_resume_count", &self.max_bgerror_resume_count)
+            .field(
+                "bgerror_resume_retry_interval_us",
+                &self.bgerror_resume_retry_interval_us,
+            )
             .field("write_buffer_size", &self.write_buffer_size)
             .field("max_write_buffer_number", &self.max_write_buffer_number)
             .field("target_file_size_base", &self.target_file_size_base)
@@ -290,6 +297,8 @@ impl Default for Options {
         Options {
             create_if_missing: false,
             create_missing_column_families: false,
+            max_bgerror_resume_count: i32::MAX,
+            bgerror_resume_retry_interval_us: 1_000_000,
             error_if_exists: false,
             write_buffer_size: 64 << 20,
             max_write_buffer_number: 2,
@@ -425,6 +434,25 @@ impl Options {
     /// Creates the database if it does not exist.
     pub fn create_if_missing(&mut self, v: bool) {
         self.create_if_missing = v;
+    }
+
+    /// How many times the database clears a background error of a full
+    /// disk by itself (RocksDB's automatic recovery): a flush, compaction
+    /// or manifest write that failed with ENOSPC stops writes, and every
+    /// [`set_bgerror_resume_retry_interval`](Self::set_bgerror_resume_retry_interval)
+    /// the work is tried again, until it succeeds (writes then go on) or
+    /// this many attempts fail. 0 leaves it to [`DB::resume`](crate::DB::resume).
+    /// A failure of the write-ahead log is never cleared this way (only a
+    /// reopen). Default: `i32::MAX`, as RocksDB.
+    pub fn set_max_bgerror_resume_count(&mut self, count: i32) {
+        self.max_bgerror_resume_count = count;
+    }
+
+    /// Microseconds between two attempts of
+    /// [`set_max_bgerror_resume_count`](Self::set_max_bgerror_resume_count).
+    /// Default: 1,000,000 (one second), as RocksDB.
+    pub fn set_bgerror_resume_retry_interval(&mut self, micros: u64) {
+        self.bgerror_resume_retry_interval_us = micros;
     }
 
     /// Creates the column families named at open that the database does

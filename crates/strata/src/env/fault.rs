@@ -110,11 +110,14 @@ impl fmt::Debug for FaultInjectionFileSystem {
     }
 }
 
-fn injected(op: FileOp, path: &Path) -> Error {
-    Error::io(
-        format!("{} {}", op.name(), display(path)),
-        std::io::Error::other("injected I/O error"),
-    )
+fn injected(op: FileOp, path: &Path, no_space: bool) -> Error {
+    let source = if no_space {
+        // What the kernel returns: ENOSPC.
+        std::io::Error::from_raw_os_error(28)
+    } else {
+        std::io::Error::other("injected I/O error")
+    };
+    Error::io(format!("{} {}", op.name(), display(path)), source)
 }
 
 fn down(what: &str, path: &Path) -> Error {
@@ -270,7 +273,7 @@ impl FaultInjectionFileSystem {
             if eligible && (rule.one_in <= 1 || rng.next_u64() % rule.one_in == 0) {
                 rule.fired += 1;
                 stats.injected[op.index()] += 1;
-                return Err(injected(op, path));
+                return Err(injected(op, path, rule.no_space));
             }
         }
         Ok(())

@@ -74,6 +74,9 @@ pub struct FaultRule {
     pub(super) seen: u64,
     /// Faults injected so far.
     pub(super) fired: u64,
+    /// The faults are "no space left on device" (ENOSPC), not a generic
+    /// I/O error.
+    pub(super) no_space: bool,
 }
 
 impl FaultRule {
@@ -87,6 +90,7 @@ impl FaultRule {
             one_in: 1,
             seen: 0,
             fired: 0,
+            no_space: false,
         }
     }
 
@@ -106,6 +110,13 @@ impl FaultRule {
     /// At most `n` faults, then the rule is spent.
     pub fn times(mut self, n: u64) -> FaultRule {
         self.times_max = Some(n);
+        self
+    }
+
+    /// The calls fail as a full disk fails them: ENOSPC, which
+    /// [`Error::is_no_space`](crate::Error::is_no_space) recognizes.
+    pub fn no_space(mut self) -> FaultRule {
+        self.no_space = true;
         self
     }
 
