@@ -722,3 +722,43 @@ fn every_family_compacts_its_level_0() {
         );
     }
 }
+
+/// Table files ingested into a family are that family's; snapshots read
+/// several families as of one moment.
+#[test]
+fn ingestion_and_snapshots_are_per_family() {
+    let dir = common::TempDir::new("cf-ingest");
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.create_missing_column_families(true);
+    let db = DB::open_cf(&opts, &dir.0, ["a", "b"]).unwrap();
+    let a = db.cf_handle("a").unwrap();
+    let b = db.cf_handle("b").unwrap();
+    let file = dir.0.with_extension("ext.sst");
+    let mut w = strata_kv::SstFileWriter::create(&Options::default());
+    w.open(&file).unwrap();
+    for i in 0..100u32 {
+        w.put(format!("ext{i:03}"), b"x").unwrap();
+    }
+    w.finish().unwrap();
+    db.ingest_external_file_cf(a, vec![&file]).unwrap();
+    assert_eq!(db.get_cf(a, b"ext042").unwrap().as_deref(), Some(&b"x"[..]));
+    assert_eq!(db.get_cf(b, b"ext042").unwrap(), None);
+    assert_eq!(db.get(b"ext042").unwrap(), None);
+    db.put_cf(a, b"k", b"a1").unwrap();
+    db.put_cf(b, b"k", b"b1").unwrap();
+    let snap = db.snapshot();
+    let mut batch = WriteBatch::default();
+    batch.put_cf(a, b"k", b"a2");
+    batch.put_cf(b, b"k", b"b2");
+    db.write(batch).unwrap();
+    let old: Vec<Option<Vec<u8>>> = snap
+        .multi_get_cf([(a, &b"k"[..]), (b, b"k")])
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(old, [Some(b"a1".to_vec()), Some(b"b1".to_vec())]);
+    assert_eq!(db.get_cf(b, b"k").unwrap().as_deref(), Some(&b"b2"[..]));
+    drop(snap);
+    let _ = std::fs::remove_file(&file);
+}

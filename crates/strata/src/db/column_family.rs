@@ -562,6 +562,18 @@ impl Snapshot<'_> {
         self.db.get_cf_opt(cf, key, &self.options(ro))
     }
 
+    /// The values of `(family, key)` pairs as of the snapshot, copied
+    /// ([`DB::multi_get_cf`]).
+    pub fn multi_get_cf<'b, K, I, W>(&self, keys: I) -> Vec<Result<Option<Vec<u8>>>>
+    where
+        K: AsRef<[u8]>,
+        I: IntoIterator<Item = (&'b W, K)>,
+        W: 'b + AsColumnFamilyRef,
+    {
+        let ro = self.options(ReadOptions::default());
+        self.db.multi_get_cf_opt(keys, &ro)
+    }
+
     /// The values of `keys` in column family `cf` as of the snapshot,
     /// without copying them ([`DB::batched_multi_get_cf`]).
     pub fn batched_multi_get_cf<'k, K, I>(
