@@ -762,3 +762,47 @@ fn ingestion_and_snapshots_are_per_family() {
     drop(snap);
     let _ = std::fs::remove_file(&file);
 }
+
+/// Past `max_total_wal_size`, a family whose few writes hold the oldest log
+/// is switched and flushed with the next switch, so the logs stay bounded
+/// while another family writes on; nothing of either is lost.
+#[test]
+fn max_total_wal_size_bounds_the_logs_a_rarely_written_family_keeps() {
+    let fs = Arc::new(MemFileSystem::new());
+    let mut opts = mem_options(&fs);
+    opts.set_write_buffer_size(64 << 10);
+    opts.set_max_total_wal_size(256 << 10);
+    let descriptors = || ["busy", "idle"].map(|n| ColumnFamilyDescriptor::new(n, opts.clone()));
+    let db = DB::open_cf_descriptors(&opts, "/db", descriptors()).unwrap();
+    let busy = db.cf_handle("busy").unwrap();
+    let idle = db.cf_handle("idle").unwrap();
+    db.put_cf(idle, b"early", b"kept").unwrap();
+    let mut most_logs = 0;
+    for i in 0..30_000u32 {
+        db.put_cf(busy, format!("key{i:06}"), [1u8; 100]).unwrap();
+        if i % 1000 == 0 {
+            db.wait_for_compact().unwrap();
+            most_logs = most_logs.max(common::files_ending(fs.as_ref(), "/db", ".log").len());
+        }
+    }
+    assert!(most_logs <= 8, "{most_logs} logs alive at once");
+    let idle_tables: usize = db
+        .property_value_cf(idle, "rocksdb.num-files-at-level0")
+        .unwrap()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(idle_tables >= 1, "the idle family was never flushed");
+    drop(db);
+    let db = DB::open_cf_descriptors(&opts, "/db", descriptors()).unwrap();
+    let idle = db.cf_handle("idle").unwrap();
+    let busy = db.cf_handle("busy").unwrap();
+    assert_eq!(
+        db.get_cf(idle, b"early").unwrap().as_deref(),
+        Some(&b"kept"[..])
+    );
+    assert_eq!(
+        db.get_cf(busy, b"key029999").unwrap().map(|v| v.len()),
+        Some(100)
+    );
+}

@@ -126,6 +126,9 @@ pub(crate) struct DbState {
     pub(crate) user_bytes: u64,
     /// Bytes appended to logs.
     pub(crate) wal_bytes: u64,
+    /// Bytes appended to each log that may still be needed, oldest first
+    /// (for `max_total_wal_size`).
+    pub(crate) live_logs: VecDeque<(u64, u64)>,
     /// A write with the log disabled was applied since open: closing the
     /// database flushes the memtables, or such writes would be lost by a
     /// clean close (RocksDB's `has_unpersisted_data_`).
@@ -472,6 +475,10 @@ impl DbInner {
     pub(crate) fn delete_obsolete_files(&self, st: &mut DbState) {
         // A read-only open sees another process's files: none is its to
         // delete.
+        let min_log = st.versions.min_log_number();
+        while st.live_logs.len() > 1 && st.live_logs.front().is_some_and(|&(n, _)| n < min_log) {
+            st.live_logs.pop_front();
+        }
         if self.read_only
             || st.bg_error.is_some()
             || st.versions.manifest_failed()

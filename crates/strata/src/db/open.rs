@@ -331,6 +331,7 @@ fn build(
         user_bytes: 0,
         unpersisted_data: false,
         wal_bytes: 0,
+        live_logs: Default::default(),
         file_deletions_disabled: 0,
     };
     let shared = Arc::new(DbShared {
@@ -665,6 +666,7 @@ impl DbInner {
         }
         st.log = Some(LogWriter::new(file));
         st.log_number = number;
+        st.live_logs.push_back((number, 0));
         self.delete_obsolete_files(&mut st);
         Ok(())
     }

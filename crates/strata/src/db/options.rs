@@ -233,6 +233,7 @@ pub struct Options {
     pub(crate) create_if_missing: bool,
     pub(crate) create_missing_column_families: bool,
     pub(crate) max_bgerror_resume_count: i32,
+    pub(crate) max_total_wal_size: u64,
     pub(crate) bgerror_resume_retry_interval_us: u64,
     pub(crate) error_if_exists: bool,
     pub(crate) write_buffer_size: usize,
@@ -273,6 +274,7 @@ impl std::fmt::Debug for Options {
                 &self.create_missing_column_families,
             )
             .field("max_bgerror_resume_count", &self.max_bgerror_resume_count)
+            .field("max_total_wal_size", &self.max_total_wal_size)
             .field(
                 "bgerror_resume_retry_interval_us",
                 &self.bgerror_resume_retry_interval_us,
@@ -298,6 +300,7 @@ impl Default for Options {
             create_if_missing: false,
             create_missing_column_families: false,
             max_bgerror_resume_count: i32::MAX,
+            max_total_wal_size: 0,
             bgerror_resume_retry_interval_us: 1_000_000,
             error_if_exists: false,
             write_buffer_size: 64 << 20,
@@ -446,6 +449,17 @@ impl Options {
     /// reopen). Default: `i32::MAX`, as RocksDB.
     pub fn set_max_bgerror_resume_count(&mut self, count: i32) {
         self.max_bgerror_resume_count = count;
+    }
+
+    /// The size of the live write-ahead logs past which the next memtable
+    /// switch also switches the column families whose writes hold the
+    /// oldest log, so that their flush lets it go (a family written rarely
+    /// would otherwise keep every later log alive). 0 (the default, as
+    /// RocksDB): four times the sum of every family's `write_buffer_size`
+    /// times `max_write_buffer_number`. Only databases with several column
+    /// families are concerned.
+    pub fn set_max_total_wal_size(&mut self, bytes: u64) {
+        self.max_total_wal_size = bytes;
     }
 
     /// Microseconds between two attempts of

@@ -201,6 +201,9 @@ impl DbInner {
                     st.unpersisted_data = true;
                 } else {
                     st.wal_bytes += group.size_in_bytes() as u64;
+                    if let Some(last) = st.live_logs.back_mut() {
+                        last.1 += group.size_in_bytes() as u64;
+                    }
                 }
                 Ok(())
             }
@@ -250,6 +253,16 @@ impl DbInner {
                     full.push(id);
                 }
             }
+            // Logs kept alive by families written rarely: past the total,
+            // those holding writes in the oldest log switch too, so that
+            // their flush lets it go (RocksDB's max_total_wal_size).
+            if !full.is_empty() || force.is_some() {
+                for id in self.families_pinning_old_logs(st) {
+                    if !full.contains(&id) {
+                        full.push(id);
+                    }
+                }
+            }
             if allow_delay && slow {
                 // Give compaction some of this writer's time, once.
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
@@ -271,6 +284,36 @@ impl DbInner {
         }
     }
 
+    /// Families whose memtables hold writes in the oldest live log, when
+    /// the live logs exceed `max_total_wal_size` (0: four times the sum of
+    /// every family's memtable budget, as RocksDB).
+    fn families_pinning_old_logs(&self, st: &DbState) -> Vec<u32> {
+        let total: u64 = st.live_logs.iter().map(|&(_, bytes)| bytes).sum();
+        let limit = match self.db_opts.max_total_wal_size {
+            0 => st
+                .cfs
+                .values()
+                .map(|c| {
+                    let o = &c.handle.opts;
+                    (o.write_buffer_size * o.max_write_buffer_number) as u64
+                })
+                .sum::<u64>()
+                .saturating_mul(4),
+            n => n,
+        };
+        let Some(&(oldest, _)) = st.live_logs.front() else {
+            return Vec::new();
+        };
+        if total <= limit || st.cfs.len() < 2 {
+            return Vec::new();
+        }
+        st.cfs
+            .iter()
+            .filter(|(_, c)| !c.mem.is_empty() && c.mem_log_number <= oldest)
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
     /// Starts a new log and new memtables for the families `ids`; their
     /// old memtables wait for a flush. Families with empty memtables hold
     /// nothing in the old logs: they move to the new one too.
@@ -285,6 +328,7 @@ impl DbInner {
         }
         st.log = Some(LogWriter::new(file));
         st.log_number = number;
+        st.live_logs.push_back((number, 0));
         for (&id, cf) in st.cfs.iter_mut() {
             if ids.contains(&id) {
                 let fresh = Arc::new(MemTable::new(cf.handle.icmp.clone()));
