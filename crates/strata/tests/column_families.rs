@@ -806,3 +806,86 @@ fn max_total_wal_size_bounds_the_logs_a_rarely_written_family_keeps() {
         Some(100)
     );
 }
+
+/// A family dropped while other threads flush it, write to it and ingest
+/// into it: they end with success or `InvalidArgument`, never a panic or
+/// a hang; the other families are untouched.
+#[test]
+fn dropping_a_family_while_others_use_it_ends_them_cleanly() {
+    let dir = common::TempDir::new("cf-drop-race");
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.set_write_buffer_size(64 << 10);
+    let db = DB::open(&opts, &dir.0).unwrap();
+    let file = dir.0.with_extension("race.sst");
+    let mut w = strata_kv::SstFileWriter::create(&Options::default());
+    w.open(&file).unwrap();
+    for i in 0..50u32 {
+        w.put(format!("ext{i:03}"), b"x").unwrap();
+    }
+    w.finish().unwrap();
+    for round in 0..8 {
+        db.create_cf("x", &opts).unwrap();
+        let x = db.cf_handle("x").unwrap();
+        let ok_or_dropped = |r: Result<(), Error>, what: &str| match r {
+            Ok(()) | Err(Error::InvalidArgument(_)) => {}
+            Err(e) => panic!("round {round}: {what}: {e}"),
+        };
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 0..3000u32 {
+                    if let Err(e) = db.put_cf(x, format!("k{i:05}"), [0u8; 64]) {
+                        ok_or_dropped(Err(e), "put");
+                        break;
+                    }
+                }
+            });
+            s.spawn(|| {
+                for _ in 0..20 {
+                    ok_or_dropped(db.flush_cf(x), "flush");
+                }
+            });
+            s.spawn(|| {
+                for _ in 0..5 {
+                    ok_or_dropped(db.ingest_external_file_cf(x, vec![&file]), "ingest");
+                }
+            });
+            std::thread::sleep(std::time::Duration::from_millis(5 * round));
+            db.drop_cf("x").unwrap();
+        });
+        db.put(b"default", round.to_string()).unwrap();
+    }
+    db.flush().unwrap();
+    assert_eq!(db.get(b"default").unwrap().as_deref(), Some(&b"7"[..]));
+    drop(db);
+    assert_eq!(DB::list_cf(&opts, &dir.0).unwrap(), ["default"]);
+    let _ = std::fs::remove_file(&file);
+}
+
+/// A read-only open of some families cannot make a checkpoint: the copy's
+/// manifest would lose the others.
+#[test]
+fn a_checkpoint_of_a_partial_read_only_open_is_refused() {
+    let dir = common::TempDir::new("cf-ro-checkpoint");
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.create_missing_column_families(true);
+    drop(DB::open_cf(&opts, &dir.0, ["a", "b"]).unwrap());
+    let cp = dir.0.with_extension("cp");
+    let partial = DB::open_cf_for_read_only(&opts, &dir.0, ["a"], false).unwrap();
+    let e = Checkpoint::new(&partial)
+        .and_then(|c| c.create_checkpoint(&cp))
+        .unwrap_err();
+    assert!(matches!(e, Error::NotSupported(_)), "{e}");
+    assert!(e.to_string().contains('b'), "{e}");
+    assert!(!cp.exists());
+    drop(partial);
+    let whole = DB::open_cf_for_read_only(&opts, &dir.0, ["a", "b"], false).unwrap();
+    Checkpoint::new(&whole)
+        .unwrap()
+        .create_checkpoint(&cp)
+        .unwrap();
+    drop(whole);
+    assert_eq!(DB::list_cf(&opts, &cp).unwrap().len(), 3);
+    let _ = std::fs::remove_dir_all(&cp);
+}

@@ -138,6 +138,14 @@ impl<'a> DeletionPause<'a> {
         if let Some(e) = &st.bg_error {
             return Err(e.clone());
         }
+        let unopened = st.versions.unopened_column_families();
+        if !unopened.is_empty() {
+            // Its manifest could not name them: the copy would lose them.
+            return Err(Error::NotSupported(format!(
+                "a checkpoint of a read-only open needs every column family open; not opened: {}",
+                unopened.join(", ")
+            )));
+        }
         let active_log = st.log.as_ref().map(|log| (st.log_number, log.file_size()));
         st.file_deletions_disabled += 1;
         let manifest_number = st.versions.new_file_number();

@@ -165,10 +165,11 @@ impl DbInner {
             )));
         }
         cf.dropping = true;
-        // Its flush, if one runs, and its compactions end before the drop.
+        // Its flush, if one runs, and its compactions end before the drop
+        // (no new one starts); other families' work goes on.
         loop {
             let cf = st.cf(self.id);
-            if !st.flush_running && cf.running.is_empty() && !cf.manual_compaction {
+            if !cf.flushing && cf.running.is_empty() && !cf.manual_compaction {
                 break;
             }
             self.bg_done.wait(&mut st);
@@ -176,6 +177,7 @@ impl DbInner {
         let mut edit = VersionEdit::new();
         edit.set_column_family(self.id);
         edit.drop_column_family();
+        let version = st.versions.current_cf(self.id);
         self.remember_current(&mut st);
         if let Err(e) = st.versions.log_and_apply(&mut edit) {
             st.cf_mut(self.id).dropping = false;
@@ -191,7 +193,20 @@ impl DbInner {
             imm: Vec::new(),
             version: Arc::new(crate::version::Version::empty()),
         }));
-        self.advance_idle_log_numbers(&mut st)?;
+        // The handle outlives the drop (the database keeps it): its open
+        // tables must not, or their files' space stays taken.
+        for f in version.all_files() {
+            self.table_cache.evict(f.number);
+        }
+        drop(version);
+        // The drop is on record whatever follows; a failure to record the
+        // others' log numbers stops writes as any failed edit does.
+        if let Err(e) = self.advance_idle_log_numbers(&mut st) {
+            self.set_bg_error(&mut st, e);
+        }
+        // Whoever waits for this family's memtables (a flush, a resume)
+        // wakes to find it gone.
+        self.bg_done.notify_all();
         self.bg_work.notify_all();
         self.delete_obsolete_files(&mut st);
         Ok(())

@@ -42,7 +42,9 @@ impl DbInner {
                     .min_by_key(|(log, h)| (*log, h.id));
                 if let Some((_, cf)) = oldest {
                     st.flush_running = true;
+                    st.cf_mut(cf.id).flushing = true;
                     let r = cf.flush_oldest(&mut st);
+                    st.cf_mut(cf.id).flushing = false;
                     st.flush_running = false;
                     match r {
                         Ok(()) => st.auto_resumes = 0,

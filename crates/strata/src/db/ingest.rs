@@ -275,6 +275,10 @@ impl DbInner {
             if let Some(e) = &st.bg_error {
                 return Err(e.clone());
             }
+            // The family may be dropped while the lock is let go.
+            if st.cfs.get(&self.id).is_none_or(|c| c.dropping) {
+                return Err(self.dropped_error());
+            }
             if !st.writers.is_empty() || st.log.is_none() {
                 MutexGuard::unlocked(&mut st, std::thread::yield_now);
                 continue;

@@ -72,6 +72,8 @@ pub(crate) struct CfState {
     /// `drop_cf` is waiting for the family's background work to end: no
     /// new flush or compaction of it starts.
     pub(crate) dropping: bool,
+    /// A memtable of this family is being flushed.
+    pub(crate) flushing: bool,
     /// Per level, the largest key of the last compaction (round robin).
     pub(crate) compact_pointer: [Vec<u8>; NUM_LEVELS],
     /// Flush (L0) and compaction statistics, by output level.
@@ -89,6 +91,7 @@ impl CfState {
             running_ids: Vec::new(),
             manual_compaction: false,
             dropping: false,
+            flushing: false,
             compact_pointer: Default::default(),
             stats: [LevelStats::default(); NUM_LEVELS],
         }
@@ -435,7 +438,7 @@ impl DbInner {
         }
         st.bg_error = None;
         self.bg_work.notify_all();
-        while st.cfs.values().any(|c| !c.imm.is_empty()) {
+        while st.cfs.values().any(|c| !c.imm.is_empty() && !c.dropping) {
             if let Some(e) = &st.bg_error {
                 return Err(e.clone());
             }

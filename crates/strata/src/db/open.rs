@@ -211,8 +211,13 @@ fn check_merge_operator(versions: &VersionSet, id: u32, opts: &Options, dir: &Pa
     let recorded = versions.merge_operator(id).filter(|r| !r.is_empty());
     match (recorded, &opts.merge_operator) {
         (Some(r), Some(op)) if r != op.name() => Err(Error::invalid_argument(format!(
-            "{} ran with merge operator {r:?}; it cannot be opened for writing with {:?}",
+            "{}{} ran with merge operator {r:?}; it cannot be opened for writing with {:?}",
             dir.display(),
+            match versions.column_families().get(&id) {
+                Some(cf) if id != DEFAULT_COLUMN_FAMILY_ID =>
+                    format!(" (column family {:?})", cf.name),
+                _ => String::new(),
+            },
             op.name()
         ))),
         _ => Ok(()),

@@ -90,7 +90,8 @@ fn fill_random(rng: &mut StdRng, n: u64) -> (Arc<MemTable>, Model) {
 
 #[test]
 fn random_writes_match_model() {
-    for seed in 0..4u64 {
+    let seeds = if cfg!(miri) { 1 } else { 4 };
+    for seed in 0..seeds {
         let mut rng = StdRng::seed_from_u64(seed);
         let (mem, model) = fill_random(&mut rng, 600);
         let want = model_entries(&model);
@@ -106,7 +107,7 @@ fn random_writes_match_model() {
             (mem.first_sequence(), mem.largest_sequence()),
             (Some(1), Some(600))
         );
-        for _ in 0..500 {
+        for _ in 0..if cfg!(miri) { 50 } else { 500 } {
             let key = random_user_key(&mut rng);
             let seq = rng.gen_range(0..=650);
             assert_eq!(
@@ -127,7 +128,7 @@ fn check_seeks(
     seed: u64,
     cmp: &InternalKeyComparator,
 ) {
-    for _ in 0..500 {
+    for _ in 0..if cfg!(miri) { 50 } else { 500 } {
         let target = ikey(
             &random_user_key(rng),
             rng.gen_range(0..=650),

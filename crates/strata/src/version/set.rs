@@ -70,6 +70,8 @@ pub struct VersionSet {
     cfs: BTreeMap<u32, CfVersions>,
     /// The largest column family id ever handed out.
     max_column_family: u32,
+    /// Families on record that this (read-only) open left out.
+    unopened: Vec<String>,
     /// `None` in a read-only open: no edit can be recorded.
     manifest: Option<LogWriter>,
     manifest_file_number: u64,
@@ -136,6 +138,7 @@ impl VersionSet {
             fs,
             cfs: default_only(icmp, 0),
             max_column_family: 0,
+            unopened: Vec::new(),
             manifest: Some(manifest),
             manifest_file_number,
             manifest_failed: false,
@@ -186,6 +189,7 @@ impl VersionSet {
             fs,
             cfs: replayed.cfs,
             max_column_family: replayed.max_column_family,
+            unopened: Vec::new(),
             manifest: None,
             manifest_file_number,
             manifest_failed: false,
@@ -211,11 +215,18 @@ impl VersionSet {
     ) -> Result<VersionSet> {
         let manifest_file_number = read_current(fs.as_ref(), dir)?;
         let replayed = replay(fs.as_ref(), dir, manifest_file_number, opened, false)?;
+        let unopened = replayed
+            .names
+            .iter()
+            .filter(|(id, _)| !replayed.cfs.contains_key(id))
+            .map(|(_, n)| n.clone())
+            .collect();
         Ok(VersionSet {
             dir: dir.to_owned(),
             fs,
             cfs: replayed.cfs,
             max_column_family: replayed.max_column_family,
+            unopened,
             manifest: None,
             manifest_file_number,
             manifest_failed: false,
@@ -474,6 +485,11 @@ impl VersionSet {
             Some(cf) => cf.current.clone(),
             None => Arc::new(Version::empty()),
         }
+    }
+
+    /// Families on record that a read-only open left out.
+    pub(crate) fn unopened_column_families(&self) -> &[String] {
+        &self.unopened
     }
 
     /// The live column families, by id.
