@@ -263,7 +263,8 @@ impl WriteBatch {
         &self.rep
     }
 
-    /// The updates in order (of every column family).
+    /// The updates in order, of every column family alike: a batch with
+    /// `_cf` records does not say here which family each belongs to.
     pub fn iter(&self) -> BatchIter<'_> {
         BatchIter {
             inner: self.iter_cf(),
