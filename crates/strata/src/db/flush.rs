@@ -200,13 +200,11 @@ impl DbInner {
             .map(|(&id, c)| (id, c.mem_log_number))
             .filter(|&(id, log)| st.versions.cf_log_number(id) < log)
             .collect();
-        for (id, log) in stale {
-            let mut edit = VersionEdit::new();
-            edit.set_column_family(id);
-            edit.set_log_number(log);
-            st.versions.log_and_apply(&mut edit)?;
+        if stale.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        // One sync for all of them.
+        st.versions.record_log_numbers(&stale)
     }
 
     /// A new table file number, protected from the obsolete-file pass until

@@ -295,6 +295,60 @@ impl VersionSet {
         Ok(id)
     }
 
+    /// Records new log numbers for several families at once: one record
+    /// per family, one sync for all (each edit moves no file, so each is
+    /// valid alone, and a crash between them loses nothing: a family whose
+    /// record did not land replays logs it did not need). Errors as
+    /// [`log_and_apply`](Self::log_and_apply).
+    pub(crate) fn record_log_numbers(&mut self, numbers: &[(u32, u64)]) -> Result<()> {
+        let Some(manifest_size) = self.manifest.as_ref().map(|m| m.file_size()) else {
+            return Err(Error::NotSupported(
+                "the database is open read-only: no version edit can be recorded".into(),
+            ));
+        };
+        if numbers.len() < 2 || self.manifest_failed || manifest_size >= self.manifest_roll_bytes {
+            for &(id, log) in numbers {
+                let mut edit = VersionEdit::new();
+                edit.set_column_family(id);
+                edit.set_log_number(log);
+                self.log_and_apply(&mut edit)?;
+            }
+            return Ok(());
+        }
+        let (next_file_number, last_sequence) = (self.next_file_number, self.last_sequence);
+        let mut record = Vec::new();
+        let mut written = Ok(());
+        for &(id, log) in numbers {
+            let cf = self.cfs.get(&id).expect("a live family");
+            assert!(
+                log >= cf.log_number && log < next_file_number,
+                "log number {log} outside [{}, {next_file_number})",
+                cf.log_number,
+            );
+            let mut edit = VersionEdit::new();
+            edit.set_column_family(id);
+            edit.set_log_number(log);
+            edit.set_next_file_number(next_file_number);
+            edit.set_last_sequence(last_sequence);
+            record.clear();
+            edit.encode(&mut record);
+            let manifest = self.manifest.as_mut().expect("checked above");
+            written = manifest.add_record(&record);
+            if written.is_err() {
+                break;
+            }
+        }
+        let manifest = self.manifest.as_mut().expect("checked above");
+        if let Err(e) = written.and_then(|()| manifest.sync()) {
+            self.manifest_failed = true;
+            return Err(e);
+        }
+        for &(id, log) in numbers {
+            self.cfs.get_mut(&id).expect("a live family").log_number = log;
+        }
+        Ok(())
+    }
+
     fn log_and_apply_with(
         &mut self,
         edit: &mut VersionEdit,

@@ -645,3 +645,47 @@ fn level0_depth_counts_files_stacked_on_one_key() {
         3
     );
 }
+
+/// Column families on record: created, given log numbers together (one
+/// sync), dropped; a recovery sees each family's log number and files,
+/// and the dropped one is gone.
+#[test]
+fn column_families_and_their_log_numbers_survive_recovery() {
+    let fs = MemFileSystem::new();
+    let mut vs = create(&fs);
+    let log = vs.new_file_number();
+    let a = vs.create_column_family("a", icmp(), None, log).unwrap();
+    let b = vs
+        .create_column_family("b", icmp(), Some("add"), log)
+        .unwrap();
+    let c = vs.create_column_family("c", icmp(), None, log).unwrap();
+    assert!(vs.create_column_family("a", icmp(), None, log).is_err());
+    let later = vs.new_file_number();
+    vs.record_log_numbers(&[(a, later), (b, later)]).unwrap();
+    let mut drop_c = VersionEdit::new();
+    drop_c.set_column_family(c);
+    drop_c.drop_column_family();
+    vs.log_and_apply(&mut drop_c).unwrap();
+    assert_eq!(vs.min_log_number(), 0, "the default family's log number");
+    let opened: Vec<(String, InternalKeyComparator)> = ["default", "a", "b"]
+        .iter()
+        .map(|n| (n.to_string(), icmp()))
+        .collect();
+    let recovered = VersionSet::recover_cfs(Arc::new(fs.clone()), dir(), &opened).unwrap();
+    assert_eq!(recovered.cf_log_number(a), later);
+    assert_eq!(recovered.cf_log_number(b), later);
+    assert_eq!(recovered.merge_operator(b), Some("add"));
+    assert!(!recovered.column_families().contains_key(&c));
+    // A family on record that the open leaves out is refused, by name.
+    let e = VersionSet::recover_cfs(Arc::new(fs.clone()), dir(), &opened[..2]).unwrap_err();
+    assert!(
+        e.to_string().contains("column families not opened: b"),
+        "{e}"
+    );
+    // A new family's id is never one used before, even a dropped one's.
+    let mut recovered = recovered;
+    let d = recovered
+        .create_column_family("d", icmp(), None, later)
+        .unwrap();
+    assert!(d > c);
+}
