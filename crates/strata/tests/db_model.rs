@@ -79,21 +79,8 @@ fn options(fs: &FaultInjectionFileSystem, rng: &mut StdRng) -> (Options, Option<
         p.set_lazy_checksums(rng.gen_bool(0.5));
         opts.set_packed_table_factory(&p);
     }
-    opts.set_merge_operator("append", append, append_partial);
+    opts.set_merge_operator("append", common::append, append_partial);
     (opts, prefix_len)
-}
-
-/// The merge operator: the operands appended to the value below them.
-fn append(
-    _key: &[u8],
-    base: Option<&[u8]>,
-    operands: &strata_kv::MergeOperands,
-) -> Option<Vec<u8>> {
-    let mut out = base.map(<[u8]>::to_vec).unwrap_or_default();
-    for op in operands {
-        out.extend_from_slice(op);
-    }
-    Some(out)
 }
 
 /// Its partial merge: the operands joined, except for runs of a multiple
@@ -107,7 +94,7 @@ fn append_partial(
     if operands.len().is_multiple_of(3) {
         return None;
     }
-    append(key, None, operands)
+    common::append(key, None, operands)
 }
 
 /// What the model holds after merging `operand` into `k`.

@@ -16,6 +16,8 @@
 //! `STRATA_METAMORPHIC_SEEDS`, `STRATA_METAMORPHIC_OPS`, or run for a time
 //! with `STRATA_METAMORPHIC_SECONDS` (seeds from `STRATA_SEED`, default 0).
 
+mod common;
+
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -316,29 +318,16 @@ fn configs() -> Vec<Config> {
     ]
 }
 
-/// The merge operator every configuration runs with: operands appended to
-/// the base. Concatenation is associative, as an associative operator must
-/// be (its partial merges use the same function): a separator added per
-/// operand would be added again to an operand that is itself a partial
-/// merge, and configurations that fold differently would disagree (the
-/// operands carry their own "+" instead).
-fn append(
-    _key: &[u8],
-    base: Option<&[u8]>,
-    operands: &strata_kv::MergeOperands,
-) -> Option<Vec<u8>> {
-    let mut out = base.map(<[u8]>::to_vec).unwrap_or_default();
-    for op in operands {
-        out.extend_from_slice(op);
-    }
-    Some(out)
-}
-
 fn options(fs: &Arc<MemFileSystem>, config: &Config) -> Options {
     let mut o = Options::default();
     o.create_if_missing(true);
     o.set_file_system(fs.clone());
-    o.set_merge_operator_associative("append", append);
+    // Concatenation is associative, as an associative operator must be
+    // (its partial merges use the same function): a separator added per
+    // operand would be added again to an operand that is itself a partial
+    // merge, and configurations that fold differently would disagree (the
+    // operands carry their own "+" instead).
+    o.set_merge_operator_associative("append", common::append);
     (config.set)(&mut o);
     o
 }

@@ -72,3 +72,17 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// A merge operator: the operands appended to the value below them
+/// (concatenation, so associative: partial merges may use it too).
+pub fn append(
+    _key: &[u8],
+    base: Option<&[u8]>,
+    operands: &strata_kv::MergeOperands,
+) -> Option<Vec<u8>> {
+    let mut out = base.map(<[u8]>::to_vec).unwrap_or_default();
+    for op in operands {
+        out.extend_from_slice(op);
+    }
+    Some(out)
+}
