@@ -231,9 +231,12 @@ fn bad_input_gets_clear_errors_and_loses_nothing() {
     // A family not on record without create_missing_column_families.
     let mut strict = opts.clone();
     strict.create_missing_column_families(false);
+    let before = common::files_ending(fs.as_ref(), "/db", "");
     let e = DB::open_cf(&strict, "/db", ["a", "b"]).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
     assert!(e.to_string().contains('b'), "{e}");
+    // Refused before anything is written (no new manifest).
+    assert_eq!(common::files_ending(fs.as_ref(), "/db", ""), before);
     // The same name twice.
     let e = DB::open_cf(&opts, "/db", ["a", "a"]).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");

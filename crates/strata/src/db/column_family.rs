@@ -363,9 +363,7 @@ impl DB {
         key: K,
         ro: &ReadOptions,
     ) -> Result<Option<DBPinnableSlice>> {
-        let inner = self.family(cf)?;
-        let _verify = crate::sst::ChecksumMode::set(ro.verify_checksums);
-        inner.get(key.as_ref(), ro.snapshot, ro.cache_fill())
+        self.family(cf)?.get_ro(key.as_ref(), ro)
     }
 
     /// The values of `(family, key)` pairs, copied, in the order given, as
@@ -394,7 +392,6 @@ impl DB {
         let pairs: Vec<(&'b W, K)> = keys.into_iter().collect();
         let mut out: Vec<Option<Result<Option<Vec<u8>>>>> =
             (0..pairs.len()).map(|_| None).collect();
-        let _verify = crate::sst::ChecksumMode::set(ro.verify_checksums);
         // Group by family, in order of first appearance.
         let mut done = vec![false; pairs.len()];
         for i in 0..pairs.len() {
@@ -416,7 +413,7 @@ impl DB {
                 }
                 Ok(inner) => {
                     let refs: Vec<&[u8]> = group.iter().map(|&j| pairs[j].1.as_ref()).collect();
-                    let results = inner.multi_get(&refs, false, ro.snapshot, ro.cache_fill());
+                    let results = inner.multi_get_ro(&refs, false, ro);
                     for (&j, r) in group.iter().zip(results) {
                         out[j] = Some(r.map(|v| v.map(|v| v.to_vec())));
                     }
@@ -458,10 +455,7 @@ impl DB {
     {
         let refs: Vec<&[u8]> = keys.into_iter().map(|k| k.as_ref()).collect();
         match self.family(cf) {
-            Ok(inner) => {
-                let _verify = crate::sst::ChecksumMode::set(ro.verify_checksums);
-                inner.multi_get(&refs, sorted_input, ro.snapshot, ro.cache_fill())
-            }
+            Ok(inner) => inner.multi_get_ro(&refs, sorted_input, ro),
             Err(e) => refs.iter().map(|_| Err(e.clone())).collect(),
         }
     }

@@ -33,7 +33,7 @@ impl DbInner {
                 self.auto_resume(&mut st);
                 continue;
             }
-            if st.bg_error.is_none() && !st.flush_running {
+            if st.bg_error.is_none() && !st.flush_running() {
                 let oldest = st
                     .cfs
                     .values()
@@ -41,11 +41,9 @@ impl DbInner {
                     .filter_map(|c| c.imm.front().map(|m| (m.log_number, c.handle.clone())))
                     .min_by_key(|(log, h)| (*log, h.id));
                 if let Some((_, cf)) = oldest {
-                    st.flush_running = true;
                     st.cf_mut(cf.id).flushing = true;
                     let r = cf.flush_oldest(&mut st);
                     st.cf_mut(cf.id).flushing = false;
-                    st.flush_running = false;
                     match r {
                         Ok(()) => st.auto_resumes = 0,
                         Err(e) => self.set_bg_error(&mut st, e),
@@ -95,7 +93,7 @@ impl DbInner {
         e.is_no_space()
             && !st.bg_error_in_log
             && !st.auto_resuming
-            && !st.flush_running
+            && !st.flush_running()
             && st.running_compactions() == 0
             && st.auto_resumes < i64::from(self.db_opts.max_bgerror_resume_count)
     }

@@ -81,9 +81,11 @@ pub(crate) struct CfState {
 }
 
 impl CfState {
+    /// The state of a new family over `handle`, whose first memtable is
+    /// the one `make_cf` put in its read view.
     pub(crate) fn new(handle: Arc<DbInner>, log_number: u64) -> CfState {
         CfState {
-            mem: Arc::new(MemTable::new(handle.icmp.clone())),
+            mem: handle.read_view.load().mem.clone(),
             handle,
             mem_log_number: log_number,
             imm: VecDeque::new(),
@@ -117,7 +119,6 @@ pub(crate) struct DbState {
     /// A background thread is waiting to clear a full-disk `bg_error`.
     pub(crate) auto_resuming: bool,
     pub(crate) writers: VecDeque<Arc<Writer>>,
-    pub(crate) flush_running: bool,
     pub(crate) next_compaction_id: u64,
     /// Files being written that no version references yet.
     pub(crate) pending_outputs: HashSet<u64>,
@@ -154,6 +155,11 @@ impl DbState {
     /// Column family `id`'s state, mutable.
     pub(crate) fn cf_mut(&mut self, id: u32) -> &mut CfState {
         self.cfs.get_mut(&id).expect("column family is live")
+    }
+
+    /// A flush is running (one at a time, in any family).
+    pub(crate) fn flush_running(&self) -> bool {
+        self.cfs.values().any(|c| c.flushing)
     }
 
     /// Compactions running in every family.
@@ -431,7 +437,7 @@ impl DbInner {
                 return Err(e.clone());
             }
             // Wait for background work that was running when it failed.
-            if !st.flush_running && st.running_compactions() == 0 {
+            if !st.flush_running() && st.running_compactions() == 0 {
                 break;
             }
             self.bg_done.wait(&mut st);
@@ -476,12 +482,14 @@ impl DbInner {
     /// looks unreferenced in memory may be named by the manifest the next
     /// open replays. Such files wait for that open to sort them out.
     pub(crate) fn delete_obsolete_files(&self, st: &mut DbState) {
-        // A read-only open sees another process's files: none is its to
-        // delete.
+        // Logs no family needs leave the accounting of live log bytes
+        // (`max_total_wal_size`) whether or not their files go now.
         let min_log = st.versions.min_log_number();
         while st.live_logs.len() > 1 && st.live_logs.front().is_some_and(|&(n, _)| n < min_log) {
             st.live_logs.pop_front();
         }
+        // A read-only open sees another process's files: none is its to
+        // delete.
         if self.read_only
             || st.bg_error.is_some()
             || st.versions.manifest_failed()

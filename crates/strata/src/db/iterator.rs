@@ -162,31 +162,31 @@ impl<'a> DBRawIterator<'a> {
     /// Positions at the first key.
     pub fn seek_to_first(&mut self) {
         self.step();
-        let _verify = crate::sst::ChecksumMode::set(self.verify_checksums);
+        let _verify = crate::sst::ChecksumMode::for_read(self.verify_checksums);
         self.iter.seek_to_first();
     }
     /// Positions at the last key.
     pub fn seek_to_last(&mut self) {
         self.step();
-        let _verify = crate::sst::ChecksumMode::set(self.verify_checksums);
+        let _verify = crate::sst::ChecksumMode::for_read(self.verify_checksums);
         self.iter.seek_to_last();
     }
     /// Positions at the first key >= `key`.
     pub fn seek<K: AsRef<[u8]>>(&mut self, key: K) {
         self.step();
-        let _verify = crate::sst::ChecksumMode::set(self.verify_checksums);
+        let _verify = crate::sst::ChecksumMode::for_read(self.verify_checksums);
         self.iter.seek(key.as_ref());
     }
     /// Positions at the last key <= `key`.
     pub fn seek_for_prev<K: AsRef<[u8]>>(&mut self, key: K) {
         self.step();
-        let _verify = crate::sst::ChecksumMode::set(self.verify_checksums);
+        let _verify = crate::sst::ChecksumMode::for_read(self.verify_checksums);
         self.iter.seek_for_prev(key.as_ref());
     }
     /// Moves to the next key.
     pub fn next(&mut self) {
         self.step();
-        let _verify = crate::sst::ChecksumMode::set(self.verify_checksums);
+        let _verify = crate::sst::ChecksumMode::for_read(self.verify_checksums);
         if self.iter.valid() {
             self.iter.next();
         }
@@ -194,7 +194,7 @@ impl<'a> DBRawIterator<'a> {
     /// Moves to the previous key.
     pub fn prev(&mut self) {
         self.step();
-        let _verify = crate::sst::ChecksumMode::set(self.verify_checksums);
+        let _verify = crate::sst::ChecksumMode::for_read(self.verify_checksums);
         if self.iter.valid() {
             self.iter.prev();
         }
@@ -234,7 +234,7 @@ impl<'a> DBRawIterator<'a> {
     /// ```
     pub fn next_prefix(&mut self) {
         self.step();
-        let _verify = crate::sst::ChecksumMode::set(self.verify_checksums);
+        let _verify = crate::sst::ChecksumMode::for_read(self.verify_checksums);
         if self.iter.valid() {
             self.iter.next_prefix();
         }
@@ -245,7 +245,7 @@ impl<'a> DBRawIterator<'a> {
     /// apply.
     pub fn prev_prefix(&mut self) {
         self.step();
-        let _verify = crate::sst::ChecksumMode::set(self.verify_checksums);
+        let _verify = crate::sst::ChecksumMode::for_read(self.verify_checksums);
         if self.iter.valid() {
             self.iter.prev_prefix();
         }

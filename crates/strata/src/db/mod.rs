@@ -382,8 +382,7 @@ impl DB {
         key: K,
         ro: &ReadOptions,
     ) -> Result<Option<DBPinnableSlice>> {
-        let _verify = crate::sst::ChecksumMode::set(ro.verify_checksums);
-        self.inner.get(key.as_ref(), ro.snapshot, ro.cache_fill())
+        self.inner.get_ro(key.as_ref(), ro)
     }
 
     /// The values of `keys`, copied, in the order given (duplicates each get
@@ -418,11 +417,7 @@ impl DB {
     ) -> Vec<Result<Option<Vec<u8>>>> {
         let keys: Vec<K> = keys.into_iter().collect();
         let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
-        let _verify = crate::sst::ChecksumMode::set(ro.verify_checksums);
-        copied(
-            self.inner
-                .multi_get(&refs, false, ro.snapshot, ro.cache_fill()),
-        )
+        copied(self.inner.multi_get_ro(&refs, false, ro))
     }
 
     /// The values of `keys`, without copying them, in the order given, as
@@ -455,9 +450,7 @@ impl DB {
         I: IntoIterator<Item = &'a K>,
     {
         let refs: Vec<&[u8]> = keys.into_iter().map(|k| k.as_ref()).collect();
-        let _verify = crate::sst::ChecksumMode::set(ro.verify_checksums);
-        self.inner
-            .multi_get(&refs, sorted_input, ro.snapshot, ro.cache_fill())
+        self.inner.multi_get_ro(&refs, sorted_input, ro)
     }
 
     /// A consistent view of the database as of now.

@@ -67,6 +67,18 @@ impl Pending {
 }
 
 impl DbInner {
+    /// [`multi_get`](Self::multi_get) at the read options' snapshot,
+    /// checked or not and filling the cache or not as they say.
+    pub(crate) fn multi_get_ro(
+        &self,
+        keys: &[&[u8]],
+        sorted_input: bool,
+        ro: &super::options::ReadOptions,
+    ) -> Vec<MultiGetResult> {
+        let _verify = crate::sst::ChecksumMode::for_read(ro.verify_checksums);
+        self.multi_get(keys, sorted_input, ro.snapshot, ro.cache_fill())
+    }
+
     /// The newest visible value of every key of `keys` at `snapshot` (or
     /// now), in the order given. `sorted_input` is a hint that the keys
     /// ascend under the user comparator; it saves the sort, and a wrong hint

@@ -114,27 +114,22 @@ pub(crate) fn open(
         .iter()
         .map(|(n, o)| (n.clone(), InternalKeyComparator::new(o.comparator.clone())))
         .collect();
-    let missing: Vec<&str> = if has_db {
-        let on_record = VersionSet::list_column_families(fs.as_ref(), dir)?;
-        wanted
-            .iter()
-            .map(|(n, _)| n.as_str())
-            .filter(|n| !on_record.iter().any(|r| r == n))
-            .collect()
-    } else {
-        wanted.iter().skip(1).map(|(n, _)| n.as_str()).collect()
-    };
-    if !missing.is_empty() && !opts.create_missing_column_families {
-        return Err(Error::invalid_argument(format!(
-            "column families not found: {} (set create_missing_column_families to create them)",
-            missing.join(", ")
-        )));
-    }
+    let create_missing = opts.create_missing_column_families;
     let versions = if has_db {
-        VersionSet::recover_cfs(fs.clone(), dir, &opened)?
+        VersionSet::recover_cfs(fs.clone(), dir, &opened, create_missing)?
     } else {
+        let new_families: Vec<&str> = wanted.iter().skip(1).map(|(n, _)| n.as_str()).collect();
+        if !new_families.is_empty() && !create_missing {
+            return Err(crate::version::missing_families(&new_families));
+        }
         VersionSet::create_new(fs.clone(), dir, opened[0].1.clone())?
     };
+    // The families to create: those asked for that are not on record.
+    let missing: Vec<&str> = wanted
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .filter(|n| !versions.column_families().values().any(|cf| cf.name == *n))
+        .collect();
     check_tables(fs.as_ref(), dir, &versions, opts)?;
     for (&id, cf) in versions.column_families() {
         let cf_opts = &wanted
@@ -287,13 +282,11 @@ pub(crate) fn make_cf(shared: &Arc<DbShared>, id: u32, name: &str, opts: &Option
         id,
         name: name.to_owned(),
         opts: opts.clone(),
-        icmp,
+        icmp: icmp.clone(),
         user_cmp: ucmp,
         table_cache,
         read_view: ArcSwap::from_pointee(ReadView {
-            mem: Arc::new(MemTable::new(InternalKeyComparator::new(
-                opts.comparator.clone(),
-            ))),
+            mem: Arc::new(MemTable::new(icmp.clone())),
             imm: Vec::new(),
             version: Arc::new(crate::version::Version::empty()),
         }),
@@ -328,7 +321,6 @@ fn build(
         auto_resumes: 0,
         auto_resuming: false,
         writers: Default::default(),
-        flush_running: false,
         next_compaction_id: 0,
         pending_outputs: Default::default(),
         snapshots: Default::default(),

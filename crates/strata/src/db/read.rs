@@ -197,7 +197,18 @@ fn walk_versions(
 }
 
 impl DbInner {
-    /// The newest value of `key` visible at `snapshot` (or now).
+    /// The newest value of `key` visible at the read options' snapshot (or
+    /// now), checked or not and filling the cache or not as they say.
+    pub(crate) fn get_ro(
+        &self,
+        key: &[u8],
+        ro: &super::options::ReadOptions,
+    ) -> Result<Option<DBPinnableSlice>> {
+        let _verify = crate::sst::ChecksumMode::for_read(ro.verify_checksums);
+        self.get(key, ro.snapshot, ro.cache_fill())
+    }
+
+    /// [`get_ro`](Self::get_ro)'s lookup.
     pub(crate) fn get(
         &self,
         key: &[u8],

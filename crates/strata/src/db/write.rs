@@ -235,7 +235,7 @@ impl DbInner {
             let mut stop = false;
             for (&id, cf) in &st.cfs {
                 let o = &cf.handle.opts;
-                let l0 = st.versions.current_cf(id).level0_depth();
+                let l0 = st.versions.level0_depth(id);
                 slow |= l0 >= o.level0_slowdown_writes_trigger;
                 // An empty memtable is never switched: it may already
                 // account for more than a tiny buffer, and switching it

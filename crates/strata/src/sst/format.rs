@@ -240,6 +240,13 @@ impl ChecksumMode {
             prev: VERIFY_CHECKSUMS.with(|c| c.replace(verify)),
         }
     }
+
+    /// The setting for one user read (a get, a MultiGet, an iterator
+    /// step): a scope only if the thread's setting differs, so the usual
+    /// checked read costs one thread-local load, not a swap and a restore.
+    pub(crate) fn for_read(verify: bool) -> Option<ChecksumMode> {
+        (VERIFY_CHECKSUMS.with(Cell::get) != verify).then(|| ChecksumMode::set(verify))
+    }
 }
 
 impl Drop for ChecksumMode {

@@ -35,7 +35,7 @@ pub use builder::VersionBuilder;
 pub use edit::{NewFile, VersionEdit};
 pub use file_meta::FileMetaData;
 pub use set::{add_live_files, VersionSet};
-pub(crate) use set::{read_current, write_checkpoint_manifest};
+pub(crate) use set::{missing_families, read_current, write_checkpoint_manifest};
 pub use set::{DEFAULT_COLUMN_FAMILY_ID, DEFAULT_COLUMN_FAMILY_NAME};
 pub use version::Version;
 

@@ -167,21 +167,31 @@ impl VersionSet {
         icmp: InternalKeyComparator,
     ) -> Result<VersionSet> {
         let opened = [(DEFAULT_COLUMN_FAMILY_NAME.to_owned(), icmp)];
-        Self::recover_cfs(fs, dir, &opened)
+        Self::recover_cfs(fs, dir, &opened, false)
     }
 
     /// [`recover`](Self::recover) for the column families `opened` (name
     /// and comparator; the default family among them). Every family on
     /// record must be opened (`InvalidArgument` naming those that are
     /// not, as RocksDB); families opened but not on record are left out,
-    /// for the caller to create.
+    /// for the caller to create, and are `InvalidArgument` without
+    /// `create_missing` (checked before anything is written).
     pub(crate) fn recover_cfs(
         fs: Arc<dyn FileSystem>,
         dir: &Path,
         opened: &[(String, InternalKeyComparator)],
+        create_missing: bool,
     ) -> Result<VersionSet> {
         let old_manifest = read_current(fs.as_ref(), dir)?;
         let replayed = replay(fs.as_ref(), dir, old_manifest, opened, true)?;
+        let missing: Vec<&str> = opened
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .filter(|n| !replayed.names.iter().any(|(_, r)| r == n))
+            .collect();
+        if !missing.is_empty() && !create_missing {
+            return Err(missing_families(&missing));
+        }
         let manifest_file_number = replayed.next_file_number;
         let next_file_number = manifest_file_number + 1;
         let mut set = VersionSet {
@@ -546,6 +556,13 @@ impl VersionSet {
         &self.unopened
     }
 
+    /// The level-0 depth of family `id`'s current version (0 for a family
+    /// not on record), without taking a reference to the version: the
+    /// write path asks it at every write.
+    pub(crate) fn level0_depth(&self, id: u32) -> usize {
+        self.cfs.get(&id).map_or(0, |cf| cf.current.level0_depth())
+    }
+
     /// The live column families, by id.
     pub(crate) fn column_families(&self) -> &BTreeMap<u32, CfVersions> {
         &self.cfs
@@ -632,6 +649,14 @@ impl VersionSet {
     pub(super) fn set_manifest_roll_bytes(&mut self, bytes: u64) {
         self.manifest_roll_bytes = bytes;
     }
+}
+
+/// The error of an open naming families the database does not have.
+pub(crate) fn missing_families(names: &[&str]) -> Error {
+    Error::invalid_argument(format!(
+        "column families not found: {} (set create_missing_column_families to create them)",
+        names.join(", ")
+    ))
 }
 
 /// Adds the table numbers of every file in `version` to `live`.

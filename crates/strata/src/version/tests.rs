@@ -671,13 +671,13 @@ fn column_families_and_their_log_numbers_survive_recovery() {
         .iter()
         .map(|n| (n.to_string(), icmp()))
         .collect();
-    let recovered = VersionSet::recover_cfs(Arc::new(fs.clone()), dir(), &opened).unwrap();
+    let recovered = VersionSet::recover_cfs(Arc::new(fs.clone()), dir(), &opened, false).unwrap();
     assert_eq!(recovered.cf_log_number(a), later);
     assert_eq!(recovered.cf_log_number(b), later);
     assert_eq!(recovered.merge_operator(b), Some("add"));
     assert!(!recovered.column_families().contains_key(&c));
     // A family on record that the open leaves out is refused, by name.
-    let e = VersionSet::recover_cfs(Arc::new(fs.clone()), dir(), &opened[..2]).unwrap_err();
+    let e = VersionSet::recover_cfs(Arc::new(fs.clone()), dir(), &opened[..2], false).unwrap_err();
     assert!(
         e.to_string().contains("column families not opened: b"),
         "{e}"

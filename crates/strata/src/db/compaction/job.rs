@@ -279,7 +279,7 @@ impl DbInner {
             if let Some(e) = &st.bg_error {
                 return Err(e.clone());
             }
-            let idle = !st.flush_running
+            let idle = !st.flush_running()
                 && st.cfs.values().all(|c| {
                     c.imm.is_empty()
                         && c.running.is_empty()
