@@ -17,7 +17,6 @@ use crate::iter::InternalIterator;
 use crate::key::{parse_internal_key, Comparator, InternalKey, SequenceNumber, ValueKind};
 use crate::limits::KEY_SIZE_BYTES_MAX;
 use crate::sst::block::{Block, BlockBuilder};
-use crate::util::coding::put_fixed64;
 
 /// One range deletion as written: `[start, end)` at `seq`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -458,11 +457,11 @@ impl SkipCovered {
             return false;
         };
         let user_key = if end { &f.end } else { &f.start };
-        self.seek_key.clear();
-        self.seek_key.extend_from_slice(user_key);
-        put_fixed64(
+        crate::key::build_internal_key(
             &mut self.seek_key,
-            crate::key::pack_trailer(crate::key::MAX_SEQUENCE_NUMBER, ValueKind::RangeDeletion),
+            user_key,
+            crate::key::MAX_SEQUENCE_NUMBER,
+            ValueKind::RangeDeletion,
         );
         true
     }
@@ -519,12 +518,7 @@ pub(crate) fn encode_block(tombstones: &[RangeTombstone]) -> Vec<u8> {
     let mut b = BlockBuilder::new(1);
     let mut key = Vec::new();
     for t in tombstones {
-        key.clear();
-        key.extend_from_slice(&t.start);
-        put_fixed64(
-            &mut key,
-            crate::key::pack_trailer(t.seq, ValueKind::RangeDeletion),
-        );
+        crate::key::build_internal_key(&mut key, &t.start, t.seq, ValueKind::RangeDeletion);
         b.add(&key, &t.end);
     }
     b.finish().to_vec()

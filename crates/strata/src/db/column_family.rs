@@ -131,9 +131,20 @@ impl DbInner {
         // a write of the new family.
         let log_number = st.log_number;
         let merge_operator = cf_opts.merge_operator.as_ref().map(|m| m.name().to_owned());
-        let id =
+        let created =
             st.versions
-                .create_column_family(name, icmp, merge_operator.as_deref(), log_number)?;
+                .create_column_family(name, icmp, merge_operator.as_deref(), log_number);
+        let id = match created {
+            Ok(id) => id,
+            Err(e) => {
+                // A failed manifest write may still have put the family on
+                // disk: stop as any failed edit does.
+                if st.versions.manifest_failed() {
+                    self.set_bg_error(&mut st, e.clone());
+                }
+                return Err(e);
+            }
+        };
         let handle = Arc::new(make_cf(&self.shared, id, name, &cf_opts));
         st.cfs.insert(id, CfState::new(handle.clone(), log_number));
         handle.publish_read_view(&st);
@@ -166,8 +177,14 @@ impl DbInner {
         }
         cf.dropping = true;
         // Its flush, if one runs, and its compactions end before the drop
-        // (no new one starts); other families' work goes on.
+        // (no new one starts); other families' work goes on. After a
+        // background error no edit is written, the drop's neither.
         loop {
+            if let Some(e) = &st.bg_error {
+                let e = e.clone();
+                st.cf_mut(self.id).dropping = false;
+                return Err(e);
+            }
             let cf = st.cf(self.id);
             if !cf.flushing && cf.running.is_empty() && !cf.manual_compaction {
                 break;

@@ -24,10 +24,9 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, PrefixRun};
 use crate::key::{
-    extract_user_key, parse_entry_key, Comparator, ParsedInternalKey, SequenceNumber,
-    SliceTransform, ValueKind, MAX_SEQUENCE_NUMBER,
+    build_internal_key, extract_user_key, parse_entry_key, Comparator, ParsedInternalKey,
+    SequenceNumber, SliceTransform, ValueKind, MAX_SEQUENCE_NUMBER,
 };
-use crate::util::coding::put_fixed64;
 
 use super::merge_operator::{self, MergeOperands, MergeOperator};
 use crate::range_del::RangeDelView;
@@ -105,13 +104,6 @@ impl fmt::Debug for DBIter {
             .field("status", &self.status)
             .finish()
     }
-}
-
-/// Writes into `dst` the internal key (`user_key`, `seq`, `kind`).
-fn build_internal_key(dst: &mut Vec<u8>, user_key: &[u8], seq: SequenceNumber, kind: ValueKind) {
-    dst.clear();
-    dst.extend_from_slice(user_key);
-    put_fixed64(dst, crate::key::pack_trailer(seq, kind));
 }
 
 fn parse(ikey: &[u8]) -> Result<ParsedInternalKey<'_>> {

@@ -23,11 +23,10 @@ use crate::env::WritableFile;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{
-    extract_user_key, pack_trailer, parse_entry_key, parse_internal_key, Comparator, InternalKey,
-    SequenceNumber, ValueKind,
+    build_internal_key, extract_user_key, parse_entry_key, parse_internal_key, Comparator,
+    InternalKey, SequenceNumber, ValueKind,
 };
 use crate::sst::{TableBuilder, TableOpenOptions};
-use crate::util::coding::put_fixed64;
 use crate::version::VersionEdit;
 
 use super::inner::{DbInner, DbState};
@@ -148,9 +147,7 @@ impl SstFileWriter {
                 )));
             }
         }
-        self.ikey.clear();
-        self.ikey.extend_from_slice(key);
-        put_fixed64(&mut self.ikey, pack_trailer(0, kind));
+        build_internal_key(&mut self.ikey, key, 0, kind);
         builder.add(&self.ikey, value)?;
         let last = self.last_key.get_or_insert_with(Vec::new);
         last.clear();
@@ -445,9 +442,7 @@ impl DbInner {
                         "the external file holds merge operands and the database has no merge operator".into(),
                     ));
                 }
-                key.clear();
-                key.extend_from_slice(p.user_key);
-                key.extend_from_slice(&crate::key::pack_trailer(seq, p.kind).to_le_bytes());
+                build_internal_key(&mut key, p.user_key, seq, p.kind);
                 out.add(&key, it.value(), seq)?;
                 it.next();
             }

@@ -94,6 +94,19 @@ pub(crate) fn parse_entry_key(ikey: &[u8]) -> Option<ParsedInternalKey<'_>> {
     parse_internal_key(ikey).filter(|p| p.kind != ValueKind::RangeDeletion)
 }
 
+/// Writes into `dst` (cleared first) the internal key (`user_key`, `seq`,
+/// `kind`), reusing its allocation.
+pub(crate) fn build_internal_key(
+    dst: &mut Vec<u8>,
+    user_key: &[u8],
+    seq: SequenceNumber,
+    kind: ValueKind,
+) {
+    dst.clear();
+    dst.extend_from_slice(user_key);
+    put_fixed64(dst, pack_trailer(seq, kind));
+}
+
 /// The user-key part of an internal key (the whole key if shorter than a trailer).
 pub fn extract_user_key(ikey: &[u8]) -> &[u8] {
     &ikey[..ikey.len().saturating_sub(TRAILER_BYTES)]

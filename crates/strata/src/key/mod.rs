@@ -6,7 +6,7 @@ pub(crate) mod prefix_search;
 mod slice_transform;
 
 pub use comparator::{BuiltinOrder, BytewiseComparator, Comparator, ReverseBytewiseComparator};
-pub(crate) use internal_key::compare_internal;
+pub(crate) use internal_key::{build_internal_key, compare_internal};
 pub(crate) use internal_key::{
     extract_user_key, pack_trailer, parse_entry_key, InternalKeyComparator, TRAILER_BYTES,
 };
