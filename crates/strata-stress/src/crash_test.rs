@@ -191,11 +191,13 @@ pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, Failure> {
             }
         };
         // The verification opens with this cycle's options too.
-        let mut verify_flags = child_flags.clone();
-        if randomize {
-            verify_flags = args.clone();
-            verify_flags.remove("seed");
-        }
+        let verify_flags = if randomize {
+            let mut f = args.clone();
+            f.remove("seed");
+            f
+        } else {
+            child_flags.clone()
+        };
         let verified = verify_after_crash(&verify_flags)
             .map_err(|e| e.context(format!("cycle {cycle}: after kill{drawn}")))?;
         stats.keys_verified_after_kill += verified;

@@ -25,8 +25,9 @@
 //!     interval, `verify`. With --randomize_options=1 each cycle (child and
 //!     verification) draws its own database options (buffer, file and
 //!     block sizes, compaction trigger, jobs, compression, bloom bits,
-//!     cache, cutting, partitioner, packed tables), printed on its line. Creates the database and the expected state
-//!     first (so bad database flags fail before any child runs). Prints
+//!     cache, cutting, partitioner, packed tables), printed on its line.
+//!     Creates the database and the expected state first (so bad
+//!     database flags fail before any child runs). Prints
 //!     cycles, kills, operations and keys verified. Exits 0 only if every
 //!     check passed.
 //!

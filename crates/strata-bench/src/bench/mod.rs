@@ -533,14 +533,8 @@ impl<'o> Runner<'o> {
         else {
             return Ok(());
         };
-        if fresh_db {
-            if self.flags.use_existing_db {
-                writeln!(self.out, "{name:<12} : skipped (--use_existing_db is true)")?;
-                return Ok(());
-            }
-            self.engine = None;
-            engine::destroy(&self.engine_name, &self.config, &self.db_path)?;
-            self.open(true)?;
+        if fresh_db && !self.fresh_database(name)? {
+            return Ok(());
         }
         writeln!(self.out, "DB path: [{}]", self.db_path.display())?;
         let stats = self.run_benchmark(name, method, threads, &p)?;
@@ -569,22 +563,28 @@ impl<'o> Runner<'o> {
         Ok(())
     }
 
+    /// Replaces the database with an empty one for a fill, as db_bench's
+    /// fills do; false (and a line saying so) with `--use_existing_db`.
+    fn fresh_database(&mut self, name: &str) -> Result<bool> {
+        if self.flags.use_existing_db {
+            writeln!(self.out, "{name:<12} : skipped (--use_existing_db is true)")?;
+            return Ok(false);
+        }
+        self.engine = None;
+        engine::destroy(&self.engine_name, &self.config, &self.db_path)?;
+        self.open(true)?;
+        Ok(true)
+    }
+
     /// Ours: `--num` sequential keys (fillseq's keys and values) written
     /// to table files of `--target_file_size_base` bytes with the engine's
     /// table-file writer, in a directory beside the database, then
     /// ingested (moved) into a fresh database. Reports micros per key over
     /// both phases, and each phase's time.
     fn fill_by_ingestion(&mut self, p: &Params) -> Result<Action> {
-        if self.flags.use_existing_db {
-            writeln!(
-                self.out,
-                "fillseqingest : skipped (--use_existing_db is true)"
-            )?;
+        if !self.fresh_database("fillseqingest")? {
             return Ok(Action::Meta);
         }
-        self.engine = None;
-        engine::destroy(&self.engine_name, &self.config, &self.db_path)?;
-        self.open(true)?;
         let staging = self.db_path.with_extension("ingest");
         let _ = std::fs::remove_dir_all(&staging);
         let mut values = ValueGenerator::new(p.value_size, p.compression_ratio);
