@@ -26,3 +26,7 @@ pub const WRITE_BUFFER_SIZE_BYTES_MAX: usize = if usize::BITS >= 64 {
 } else {
     usize::MAX
 };
+
+/// Longest column family name, in bytes: a longer one is
+/// `InvalidArgument` (the name is written in every manifest).
+pub const COLUMN_FAMILY_NAME_BYTES_MAX: usize = 4096;

@@ -223,6 +223,13 @@ fn bad_input_gets_clear_errors_and_loses_nothing() {
         let e = db.create_cf("a", &Options::default()).unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
         assert!(db.cf_handle("nope").is_none());
+        // Names over the limit, or empty, fail alone: writes go on.
+        let long = "n".repeat(strata_kv::limits::COLUMN_FAMILY_NAME_BYTES_MAX + 1);
+        for name in [long.as_str(), ""] {
+            let e = db.create_cf(name, &Options::default()).unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        }
+        db.put(b"still", b"writable").unwrap();
     }
     // Opening without naming a family on record names it.
     let e = DB::open(&opts, "/db").unwrap_err();

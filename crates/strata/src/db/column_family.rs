@@ -117,9 +117,7 @@ impl DbInner {
                 "the database is open read-only: no column family can be created".into(),
             ));
         }
-        if name.is_empty() {
-            return Err(Error::invalid_argument("a column family name is empty"));
-        }
+        check_name(name)?;
         let cf_opts = opts.for_column_family(&self.db_opts);
         cf_opts.validate()?;
         let mut st = self.state.lock();
@@ -236,6 +234,19 @@ impl DbInner {
         }
         Ok(())
     }
+}
+
+/// `InvalidArgument` for a name no family can have: empty, or over
+/// [`COLUMN_FAMILY_NAME_BYTES_MAX`](crate::limits::COLUMN_FAMILY_NAME_BYTES_MAX).
+pub(crate) fn check_name(name: &str) -> Result<()> {
+    let max = crate::limits::COLUMN_FAMILY_NAME_BYTES_MAX;
+    if name.is_empty() || name.len() > max {
+        return Err(Error::invalid_argument(format!(
+            "a column family name must be 1 to {max} bytes, not {}",
+            name.len()
+        )));
+    }
+    Ok(())
 }
 
 impl DB {

@@ -50,9 +50,7 @@ fn families(
                 d.name
             )));
         }
-        if d.name.is_empty() {
-            return Err(Error::invalid_argument("a column family name is empty"));
-        }
+        super::column_family::check_name(&d.name)?;
         let cf_opts = d.options.for_column_family(opts);
         cf_opts.validate()?;
         out.push((d.name.clone(), cf_opts));
