@@ -91,6 +91,10 @@ pub mod bench_internals {
     pub use crate::version::{Version, VersionBuilder, VersionEdit};
 }
 
+/// Entry points for the fuzz targets in `fuzz/`. Not part of the API.
+#[doc(hidden)]
+pub mod fuzzing;
+
 /// The README's example, compiled and run as a doctest.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
