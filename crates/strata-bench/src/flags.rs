@@ -205,6 +205,9 @@ define_flags! {
     pin_l0_filter_and_index_blocks_in_cache: bool = false;
     /// Verify the checksum of every block read.
     verify_checksum: bool = true;
+    /// Check at open that every table file exists with its recorded size,
+    /// and stop at a malformed log record whose checksum holds.
+    paranoid_checks: bool = true;
     /// Average keys per prefix; 0: no prefix in keys.
     keys_per_prefix: i64 = 0;
     /// Bytes of the prefix when --keys_per_prefix > 0.

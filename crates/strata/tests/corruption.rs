@@ -371,6 +371,45 @@ fn a_truncated_table_is_found_at_open_with_both_sizes() {
     assert_eq!(e.to_string(), msg);
 }
 
+/// A table the manifest names but the directory lacks: with paranoid
+/// checks (the default) the open is `Corruption` naming it; without, the
+/// database opens, keys in other tables and the memtable read as before,
+/// and a read that needs the missing table is an error, never "not found".
+#[test]
+fn a_missing_table_stops_a_paranoid_open_and_fails_only_its_reads_otherwise() {
+    let fs = MemFileSystem::new();
+    {
+        let db = DB::open(&options(&fs), DB_DIR).unwrap();
+        for i in 0..1000u32 {
+            db.put(i.to_be_bytes(), value(i)).unwrap();
+        }
+        db.flush().unwrap();
+        for i in 1000..2000u32 {
+            db.put(i.to_be_bytes(), value(i)).unwrap();
+        }
+        db.flush().unwrap();
+        db.put(5000u32.to_be_bytes(), value(5000)).unwrap();
+    }
+    let tables = files_ending(&fs, ".sst");
+    assert_eq!(tables.len(), 2, "{tables:?}");
+    // Tables are numbered in the order they were written: the first holds
+    // keys 0..1000.
+    fs.remove(&tables[0]).unwrap();
+    let e = DB::open(&options(&fs), DB_DIR).unwrap_err();
+    assert_corruption_in(&e, &tables[0], "paranoid open");
+    assert!(e.to_string().contains("missing"), "{e}");
+    let mut opts = options(&fs);
+    opts.set_paranoid_checks(false);
+    let db = DB::open(&opts, DB_DIR).unwrap();
+    assert_eq!(db.get(1500u32.to_be_bytes()).unwrap(), Some(value(1500)));
+    assert_eq!(db.get(5000u32.to_be_bytes()).unwrap(), Some(value(5000)));
+    let e = db.get(7u32.to_be_bytes()).unwrap_err();
+    let name = tables[0].file_name().unwrap().to_str().unwrap();
+    assert!(e.to_string().contains(name), "{e}");
+    let scan: Result<Vec<_>, _> = db.iterator(strata_kv::IteratorMode::Start).collect();
+    assert!(scan.is_err(), "a scan over the missing table must fail");
+}
+
 /// `ReadOptions::set_verify_checksums(false)` skips the check of the data
 /// blocks a read takes from files: a flipped value byte is then read as it
 /// is, where the default read reports `Corruption` naming the file.

@@ -168,6 +168,7 @@ pub struct EngineConfig {
     pub cache_index_and_filter_blocks: bool,
     pub pin_l0_filter_and_index_blocks_in_cache: bool,
     pub verify_checksum: bool,
+    pub paranoid_checks: bool,
     /// `--prefix_size`: db_bench gives RocksDB a fixed-prefix extractor of
     /// this length when it is not 0 (besides building keys with it).
     pub prefix_size: usize,
@@ -243,6 +244,7 @@ impl EngineConfig {
             cache_index_and_filter_blocks: f.cache_index_and_filter_blocks,
             pin_l0_filter_and_index_blocks_in_cache: f.pin_l0_filter_and_index_blocks_in_cache,
             verify_checksum: f.verify_checksum,
+            paranoid_checks: f.paranoid_checks,
             prefix_size: f.prefix_size.max(0) as usize,
             mvcc_rows: f
                 .benchmarks

@@ -225,6 +225,9 @@ fn check_tables(
     versions: &VersionSet,
     opts: &Options,
 ) -> Result<()> {
+    if !opts.paranoid_checks {
+        return Ok(());
+    }
     for &id in versions.column_families().keys() {
         for f in versions.current_cf(id).all_files() {
             let path = table_file_name(dir, f.number);
@@ -492,12 +495,23 @@ impl DbInner {
         let mut record = Vec::new();
         while reader.read_record(&mut record)? {
             let offset = reader.last_record_offset();
-            let batch = WriteBatch::from_record(&record, &name, offset)?;
+            // Without paranoid checks a record whose checksum holds but
+            // whose batch is malformed or out of sequence is skipped, as
+            // RocksDB skips it.
+            let paranoid = self.db_opts.paranoid_checks;
+            let batch = match WriteBatch::from_record(&record, &name, offset) {
+                Ok(batch) => batch,
+                Err(_) if !paranoid => continue,
+                Err(e) => return Err(e),
+            };
             let first = batch.sequence();
             // Writers number batches in increasing order; a batch that does
             // not follow those already replayed (a damaged or foreign log
             // whose checksums hold) would collide with them.
             if let Some(last) = rec.last.filter(|&last| first <= last) {
+                if !paranoid {
+                    continue;
+                }
                 return Err(Error::corruption(
                     &name,
                     offset,
@@ -736,5 +750,27 @@ mod tests {
         for name in &before {
             assert!(after.contains(name), "{name} deleted; now {after:?}");
         }
+        // Without paranoid checks the open skips that record, and a
+        // malformed one, and replays the records after them.
+        let size = fs.file_size(&path).unwrap();
+        let mut writer = LogWriter::new_at_offset(fs.open_append(&path).unwrap(), size);
+        writer.add_record(b"not a batch").unwrap();
+        let mut batch = WriteBatch::default();
+        batch.put(b"d", b"4");
+        batch.set_sequence(3);
+        writer.add_record(batch.data()).unwrap();
+        writer.sync().unwrap();
+        drop(writer);
+        assert!(DB::open(&opts, dir).is_err(), "paranoid by default");
+        opts.set_paranoid_checks(false);
+        let db = DB::open(&opts, dir).unwrap();
+        assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+        assert_eq!(db.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+        assert_eq!(db.get(b"c").unwrap(), None, "the out-of-sequence batch");
+        assert_eq!(db.get(b"d").unwrap().as_deref(), Some(&b"4"[..]));
+        db.put(b"e", b"5").unwrap();
+        drop(db);
+        let db = DB::open(&opts, dir).unwrap();
+        assert_eq!(db.get(b"e").unwrap().as_deref(), Some(&b"5"[..]));
     }
 }

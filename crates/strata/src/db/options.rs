@@ -248,6 +248,7 @@ pub struct Options {
     pub(crate) max_background_jobs: usize,
     pub(crate) max_open_files: i32,
     pub(crate) skip_checking_sst_file_sizes_on_db_open: bool,
+    pub(crate) paranoid_checks: bool,
     pub(crate) compression: CompressionType,
     pub(crate) disable_auto_compactions: bool,
     pub(crate) level_compaction_dynamic_level_bytes: bool,
@@ -315,6 +316,7 @@ impl Default for Options {
             max_background_jobs: 2,
             max_open_files: -1,
             skip_checking_sst_file_sizes_on_db_open: false,
+            paranoid_checks: true,
             compression: CompressionType::Snappy,
             disable_auto_compactions: false,
             level_compaction_dynamic_level_bytes: false,
@@ -529,6 +531,20 @@ impl Options {
         self.skip_checking_sst_file_sizes_on_db_open = v;
     }
 
+    /// Checks at open what the database's files promise (default true, as
+    /// RocksDB): every table the manifest names must exist (with its
+    /// recorded size unless
+    /// [`set_skip_checking_sst_file_sizes_on_db_open`](Self::set_skip_checking_sst_file_sizes_on_db_open)),
+    /// and a log record whose checksum holds but whose batch is malformed
+    /// or out of sequence stops the open with `Corruption`. With `false`
+    /// the open skips the table check (a missing or damaged table is then
+    /// an error for the reads and compactions that reach it, never a wrong
+    /// answer) and skips such log records, as RocksDB does. Block checksums
+    /// are verified either way; a failed write stops writes either way.
+    pub fn set_paranoid_checks(&mut self, v: bool) {
+        self.paranoid_checks = v;
+    }
+
     /// Table files kept open (-1: no limit).
     pub fn set_max_open_files(&mut self, n: i32) {
         self.max_open_files = n;
@@ -662,6 +678,7 @@ impl Options {
         o.max_background_jobs = db.max_background_jobs;
         o.max_open_files = db.max_open_files;
         o.skip_checking_sst_file_sizes_on_db_open = db.skip_checking_sst_file_sizes_on_db_open;
+        o.paranoid_checks = db.paranoid_checks;
         o.wal_recovery_mode = db.wal_recovery_mode;
         o.fs = db.fs.clone();
         o.rate_limiter = db.rate_limiter.clone();

@@ -101,6 +101,7 @@ impl Options {
             "skip_checking_sst_file_sizes_on_db_open".into(),
             self.skip_checking_sst_file_sizes_on_db_open.into(),
         );
+        t.insert("paranoid_checks".into(), self.paranoid_checks.into());
         t.insert("compression_type".into(), self.compression.name().into());
         t.insert(
             "disable_auto_compactions".into(),
@@ -265,6 +266,7 @@ fn apply(o: &mut Options, key: &str, v: &Value) -> Check<()> {
         "level_zero_stop_writes_trigger" => o.set_level_zero_stop_writes_trigger(as_i32(v)?),
         "max_background_jobs" => o.set_max_background_jobs(as_i32(v)?),
         "max_open_files" => o.set_max_open_files(as_i32(v)?),
+        "paranoid_checks" => o.set_paranoid_checks(as_bool(v)?),
         "skip_checking_sst_file_sizes_on_db_open" => {
             o.set_skip_checking_sst_file_sizes_on_db_open(as_bool(v)?)
         }
