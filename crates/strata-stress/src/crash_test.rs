@@ -47,6 +47,7 @@ pub const OWN_FLAGS: &[&str] = &[
     "kill_max_ms",
     "final_clean_run",
     "randomize_options",
+    "power_loss",
 ];
 
 /// With `--randomize_options=1`, draws the database options of one cycle
@@ -110,6 +111,7 @@ pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, Failure> {
     let seed: u64 = flags.get("seed", 0)?;
     let final_clean_run = flags.flag("final_clean_run", false)?;
     let randomize = flags.flag("randomize_options", false)?;
+    let power_loss = flags.flag("power_loss", false)?;
     let dir = Path::new(&dir);
     std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     let db = dir.join("db");
@@ -147,6 +149,9 @@ pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, Failure> {
             String::new()
         };
         let kill_after = Duration::from_millis(rng.gen_range(kill_min_ms..kill_max_ms));
+        if power_loss && !clean {
+            args.set("power_loss_after_ms", kill_after.as_millis());
+        }
         if clean {
             args.set("duration_ms", kill_after.as_millis());
         } else if flags
@@ -161,7 +166,11 @@ pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, Failure> {
             .stdout(Stdio::null())
             .spawn()
             .map_err(|e| format!("spawn {}: {e}", exe.display()))?;
-        let deadline = Instant::now() + kill_after;
+        // A child cutting its own power gets time to do it; one that has
+        // not by then is killed, and fails the test below.
+        let cut_by_child = power_loss && !clean;
+        let deadline =
+            Instant::now() + kill_after + Duration::from_secs(if cut_by_child { 60 } else { 0 });
         let mut exited = None;
         // Polls until the deadline or an early exit.
         while Instant::now() < deadline || clean {
@@ -173,6 +182,10 @@ pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, Failure> {
         }
         let killed = match exited {
             Some(status) if status.success() => false,
+            Some(status) if cut_by_child && status.code() == Some(crate::run::POWER_LOSS_EXIT) => {
+                stats.kills += 1;
+                true
+            }
             Some(status) => {
                 // The child's own status: 1 is its setup, anything else
                 // (2, a signal) the database failing it.
@@ -182,6 +195,14 @@ pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, Failure> {
                     Some(1) => Failure::Setup(what),
                     _ => Failure::Check(what),
                 });
+            }
+            None if cut_by_child => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(Failure::Check(format!(
+                    "cycle {cycle}: the run did not cut its power within 60 s of the {} ms asked",
+                    kill_after.as_millis()
+                )));
             }
             None => {
                 child.kill().map_err(|e| format!("kill: {e}"))?;
@@ -205,7 +226,11 @@ pub fn crash_test(flags: &Flags) -> Result<CrashTestStats, Failure> {
         let (ops, reads) = ExpectedState::open_existing(&expected, shape)?.counters();
         println!(
             "cycle {cycle}: {} after {} ms; {ops} ops and {reads} reads verified so far; {verified} keys verified{drawn}",
-            if killed { "killed" } else { "finished" },
+            match (killed, cut_by_child) {
+                (true, true) => "power cut",
+                (true, false) => "killed",
+                _ => "finished",
+            },
             kill_after.as_millis()
         );
         (stats.ops, stats.reads_verified) = (ops, reads);

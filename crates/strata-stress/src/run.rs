@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata::env::{FaultInjectionFileSystem, FaultRule, FileOp, PosixFileSystem};
+use strata::env::{CrashMode, FaultInjectionFileSystem, FaultRule, FileOp, PosixFileSystem};
 use strata::{
     BlockBasedOptions, Cache, DBCompressionType, DBRawIterator, Direction, Error, IteratorMode,
     Options, ReadOptions, Snapshot, SstPartitionerFactory, WriteBatch, WriteOptions, DB,
@@ -72,8 +72,46 @@ fn newest_operand(
     operands.iter().last().or(base).map(<[u8]>::to_vec)
 }
 
+/// The exit status of a run that cut its power as asked
+/// (`--power_loss_after_ms`).
+pub const POWER_LOSS_EXIT: i32 = 3;
+
+/// Set just before a simulated power cut: from then on the database's
+/// operations fail, and a thread that sees one waits for the cut to end
+/// the process instead of reporting a failure.
+static POWER_LOST: AtomicBool = AtomicBool::new(false);
+
+/// Waits forever if the power was cut (the cutting thread exits the
+/// process); returns at once otherwise.
+pub fn wait_if_power_lost() {
+    while POWER_LOST.load(Ordering::SeqCst) {
+        std::thread::park();
+    }
+}
+
+/// Cuts the power of `fs` after `after`: every unsynced byte and
+/// directory entry is dropped from the disk, then the process exits with
+/// [`POWER_LOSS_EXIT`] (or 2 if the disk could not be put back).
+fn cut_power_after(fs: FaultInjectionFileSystem, after: Duration) {
+    std::thread::spawn(move || {
+        std::thread::sleep(after);
+        POWER_LOST.store(true, Ordering::SeqCst);
+        match fs.crash() {
+            Ok(()) => {
+                eprintln!("run: power cut after {} ms", after.as_millis());
+                std::process::exit(POWER_LOSS_EXIT);
+            }
+            Err(e) => {
+                eprintln!("VERIFICATION FAILED: power cut: putting the disk back failed: {e}");
+                std::process::exit(2);
+            }
+        }
+    });
+}
+
 /// Prints a verification failure and exits with status 2.
 pub fn fail(what: String) -> ! {
+    wait_if_power_lost();
     eprintln!("VERIFICATION FAILED: {what}");
     std::process::exit(2);
 }
@@ -667,7 +705,25 @@ pub fn run(flags: &Flags) -> Result<RunStats, Failure> {
             "{expected_path} has a write history of a killed --disable_wal run: run `verify` first"
         )));
     }
+    let power_loss = Duration::from_millis(flags.get("power_loss_after_ms", 0)?);
+    if !power_loss.is_zero() && !fault_interval.is_zero() {
+        return Err(Failure::Setup(
+            "--power_loss_after_ms and --manifest_fault_interval_ms do not go together".into(),
+        ));
+    }
+    let sync = flags.flag("sync", false)?;
     let mut opts = db_options(flags)?;
+    let power_fs = (!power_loss.is_zero()).then(|| {
+        let fs = FaultInjectionFileSystem::new(Arc::new(PosixFileSystem::new()));
+        opts.set_file_system(Arc::new(fs.clone()));
+        fs
+    });
+    if let Some(fs) = &power_fs {
+        if flags.flag("power_loss_keep_prefix", false)? {
+            fs.set_crash_mode(CrashMode::KeepRandomPrefix);
+            fs.set_seed(flags.get("seed", 0)?);
+        }
+    }
     let faults = (!fault_interval.is_zero()).then(|| {
         let fs = FaultInjectionFileSystem::new(Arc::new(PosixFileSystem::new()));
         opts.set_file_system(Arc::new(fs.clone()));
@@ -681,10 +737,15 @@ pub fn run(flags: &Flags) -> Result<RunStats, Failure> {
             )));
         }
     }
+    if let Some(fs) = power_fs {
+        cut_power_after(fs, power_loss);
+    }
     let mut wo = WriteOptions::default();
-    wo.set_sync(flags.flag("sync", false)?);
+    wo.set_sync(sync);
     wo.disable_wal(disable_wal);
-    let history = if disable_wal {
+    // Without the log, or with it unsynced under a power cut, what
+    // survives is a prefix of the writes: keep their history for `verify`.
+    let history = if disable_wal || (!power_loss.is_zero() && !sync) {
         Some(Mutex::new(expected.start_history()?))
     } else {
         expected.clear_history()?;
