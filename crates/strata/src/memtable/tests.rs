@@ -263,7 +263,7 @@ fn iterator_outlives_caller_handle() {
     );
 }
 
-const CONCURRENT_WRITES: u64 = if cfg!(miri) { 300 } else { 50_000 };
+const CONCURRENT_WRITES: u64 = if cfg!(miri) { 120 } else { 50_000 };
 
 fn concurrent_key(i: u64) -> [u8; 8] {
     // Scrambled so inserts land all over the list, not only at the end.
