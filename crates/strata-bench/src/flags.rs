@@ -187,6 +187,8 @@ define_flags! {
     disable_auto_compactions: bool = false;
     /// Background threads for flushes and compactions.
     max_background_jobs: i32 = 2;
+    /// Threads one compaction out of level 0 (or a manual one) may split into.
+    subcompactions: i32 = 1;
     /// Bytes per second flushes and compactions may write; 0: no limit.
     rate_limiter_bytes_per_sec: i64 = 0;
     /// Refill period of the rate limiter, in microseconds.

@@ -52,7 +52,7 @@ pub const OWN_FLAGS: &[&str] = &[
 
 /// With `--randomize_options=1`, draws the database options of one cycle
 /// (as RocksDB's crash test draws its option mixes): buffer and file
-/// sizes, compaction trigger, background jobs, compression, bloom bits,
+/// sizes, compaction trigger, background jobs, subcompactions, compression, bloom bits,
 /// block size and cache, stream-aware cutting, a partitioner, packed
 /// tables. None changes what the database holds, so the child and the
 /// verification after the kill may each run with any of them. Returns
@@ -77,6 +77,7 @@ fn randomize_options(rng: &mut StdRng, args: &mut Flags) -> String {
             rng.gen_range(2..7).to_string(),
         ),
         ("max_background_jobs", rng.gen_range(1..5).to_string()),
+        ("max_subcompactions", rng.gen_range(1..4).to_string()),
         ("compression", compression.to_string()),
         (
             "bloom_bits",

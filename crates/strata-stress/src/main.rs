@@ -26,7 +26,7 @@
 //!     power instead of being killed (`run --power_loss_after_ms`), so
 //!     every unsynced byte is lost, not only the process. With --randomize_options=1 each cycle (child and
 //!     verification) draws its own database options (buffer, file and
-//!     block sizes, compaction trigger, jobs, compression, bloom bits,
+//!     block sizes, compaction trigger, jobs, subcompactions, compression, bloom bits,
 //!     cache, cutting, partitioner, packed tables), printed on its line.
 //!     Creates the database and the expected state first (so bad
 //!     database flags fail before any child runs). Prints
@@ -49,7 +49,7 @@
 //!       write history, as with --disable_wal, for `verify`)
 //!     --write_buffer_size=65536 --target_file_size_base=65536
 //!     --max_bytes_for_level_base=262144 --level0_file_num_compaction_trigger=4
-//!     --max_background_jobs=2 --compression=snappy --bloom_bits=10
+//!     --max_background_jobs=2 --max_subcompactions=1 --compression=snappy --bloom_bits=10
 //!     --block_size=4096 --cache_size=1048576 --stream_aware_cutting=1
 //!     --sst_partitioner_prefix=0 (N > 0: a fixed-prefix SST partitioner)
 //!     --packed_from_level=-1 (0-6: packed tables from that level down)

@@ -48,6 +48,7 @@ pub const DB_FLAGS: &[&str] = &[
     "max_bytes_for_level_base",
     "level0_file_num_compaction_trigger",
     "max_background_jobs",
+    "max_subcompactions",
     "compression",
     "bloom_bits",
     "block_size",
@@ -128,6 +129,7 @@ pub fn db_options(flags: &Flags) -> Result<Options, String> {
         flags.get("level0_file_num_compaction_trigger", 4)?,
     );
     o.set_max_background_jobs(flags.get("max_background_jobs", 2)?);
+    o.set_max_subcompactions(flags.get("max_subcompactions", 1)?);
     let compression = match flags.get("compression", "snappy".to_string())?.as_str() {
         "none" => DBCompressionType::None,
         "snappy" => DBCompressionType::Snappy,

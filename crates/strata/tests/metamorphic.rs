@@ -280,13 +280,14 @@ fn configs() -> Vec<Config> {
             },
         },
         Config {
-            name: "dynamic-levels-4-jobs-cached-meta",
+            name: "dynamic-levels-4-jobs-3-subcompactions-cached-meta",
             set: |o| {
                 o.set_write_buffer_size(64 << 10);
                 o.set_target_file_size_base(24 << 10);
                 o.set_max_bytes_for_level_base(96 << 10);
                 o.set_level_compaction_dynamic_level_bytes(true);
                 o.set_max_background_jobs(4);
+                o.set_max_subcompactions(3);
                 o.set_block_based_table_factory(&table(|t| {
                     t.set_block_size(2048);
                     t.set_cache_index_and_filter_blocks(true);

@@ -147,6 +147,7 @@ pub struct EngineConfig {
     pub level0_stop_writes_trigger: i32,
     pub disable_auto_compactions: bool,
     pub max_background_jobs: i32,
+    pub subcompactions: u32,
     /// `--rate_limiter_bytes_per_sec` (0: none) and its refill period.
     pub rate_limiter: (i64, i64),
     pub enable_pipelined_write: bool,
@@ -214,6 +215,7 @@ impl EngineConfig {
             level0_stop_writes_trigger: f.level0_stop_writes_trigger,
             disable_auto_compactions: f.disable_auto_compactions,
             max_background_jobs: f.max_background_jobs,
+            subcompactions: f.subcompactions.max(1) as u32,
             rate_limiter: (
                 f.rate_limiter_bytes_per_sec,
                 f.rate_limiter_refill_period_us,

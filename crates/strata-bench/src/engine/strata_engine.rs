@@ -78,6 +78,7 @@ fn options(cfg: &EngineConfig, create: bool) -> Result<Options> {
     o.set_level_zero_stop_writes_trigger(cfg.level0_stop_writes_trigger);
     o.set_disable_auto_compactions(cfg.disable_auto_compactions);
     o.set_paranoid_checks(cfg.paranoid_checks);
+    o.set_max_subcompactions(cfg.subcompactions);
     o.set_max_background_jobs(cfg.max_background_jobs);
     if cfg.rate_limiter.0 > 0 {
         // db_bench's fairness: 10.

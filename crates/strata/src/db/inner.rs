@@ -246,6 +246,8 @@ pub(crate) struct DbShared {
     /// Compaction inputs dropped unread, wholly under newer range
     /// deletions (`strata.num-tables-dropped-unread`).
     pub(crate) tables_dropped_unread: std::sync::atomic::AtomicU64,
+    /// Key ranges merged by compactions split into subcompactions.
+    pub(crate) subcompactions: std::sync::atomic::AtomicU64,
     /// The last sequence number whose write is in a memtable, published
     /// (Release) after the write's entries are; read (Acquire) before
     /// `read_view`.

@@ -864,6 +864,11 @@ impl DbInner {
             "user-bytes-written" => Some(st.user_bytes.to_string()),
             "num-point-reads" => Some(self.point_reads.sum().to_string()),
             "num-iterator-steps" => Some(self.iterator_steps.sum().to_string()),
+            "num-subcompactions" => Some(
+                self.subcompactions
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    .to_string(),
+            ),
             "num-tables-dropped-unread" => Some(
                 self.tables_dropped_unread
                     .load(std::sync::atomic::Ordering::Relaxed)

@@ -348,6 +348,7 @@ fn build(
         point_reads: Default::default(),
         iterator_steps: Default::default(),
         tables_dropped_unread: Default::default(),
+        subcompactions: Default::default(),
     });
     let mut st = shared.state.lock();
     for (id, name) in on_record {

@@ -246,6 +246,7 @@ pub struct Options {
     pub(crate) level0_slowdown_writes_trigger: usize,
     pub(crate) level0_stop_writes_trigger: usize,
     pub(crate) max_background_jobs: usize,
+    pub(crate) max_subcompactions: u32,
     pub(crate) max_open_files: i32,
     pub(crate) skip_checking_sst_file_sizes_on_db_open: bool,
     pub(crate) paranoid_checks: bool,
@@ -314,6 +315,7 @@ impl Default for Options {
             level0_slowdown_writes_trigger: 20,
             level0_stop_writes_trigger: 36,
             max_background_jobs: 2,
+            max_subcompactions: 1,
             max_open_files: -1,
             skip_checking_sst_file_sizes_on_db_open: false,
             paranoid_checks: true,
@@ -524,6 +526,16 @@ impl Options {
     pub fn set_max_background_jobs(&mut self, n: i32) {
         self.max_background_jobs = n.max(0) as usize;
     }
+
+    /// Threads one compaction may split into (default 1, RocksDB's name
+    /// and default). A compaction from level 0 into a deeper level, or one
+    /// that `compact_range` runs, is cut into up to `n` key ranges of at
+    /// least an output file's target size each, merged in parallel (the
+    /// compaction's own thread and `n - 1` more) and installed as one edit.
+    /// 0 is taken as 1.
+    pub fn set_max_subcompactions(&mut self, n: u32) {
+        self.max_subcompactions = n.max(1);
+    }
     /// Skips comparing each table file's size with the size the manifest
     /// records when the database opens (default false: a truncated table is
     /// a `Corruption` at open naming the file and both sizes, as RocksDB).
@@ -676,6 +688,7 @@ impl Options {
         o.create_missing_column_families = db.create_missing_column_families;
         o.error_if_exists = db.error_if_exists;
         o.max_background_jobs = db.max_background_jobs;
+        o.max_subcompactions = db.max_subcompactions;
         o.max_open_files = db.max_open_files;
         o.skip_checking_sst_file_sizes_on_db_open = db.skip_checking_sst_file_sizes_on_db_open;
         o.paranoid_checks = db.paranoid_checks;

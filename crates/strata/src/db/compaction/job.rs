@@ -10,9 +10,12 @@ use parking_lot::MutexGuard;
 use crate::error::{Error, Result};
 use crate::iter::merging::MergingIterator;
 use crate::iter::InternalIterator;
-use crate::key::{pack_trailer, parse_entry_key, Comparator, SequenceNumber, ValueKind};
+use crate::key::{
+    pack_trailer, parse_entry_key, Comparator, InternalKey, SequenceNumber, ValueKind,
+    MAX_SEQUENCE_NUMBER,
+};
 use crate::range_del::{self, CoveredFilter, FragmentedRangeTombstones};
-use crate::version::{NewFile, Version, VersionEdit, NUM_LEVELS};
+use crate::version::{FileMetaData, NewFile, Version, VersionEdit, NUM_LEVELS};
 
 use super::super::inner::{DbInner, DbState};
 use super::super::merge_operator::{self, Folded};
@@ -88,19 +91,64 @@ impl DbInner {
             return Ok(());
         }
         let snapshots: Vec<SequenceNumber> = st.snapshots.keys().copied().collect();
-        let job = Job {
-            db: self,
-            c,
-            snapshots,
-        };
-        let outputs = MutexGuard::unlocked(st, || job.run());
-        let (outputs, counts) = match outputs {
-            Ok(o) => o,
-            Err((e, numbers)) => {
-                self.discard_outputs(st, &numbers);
-                return Err(e);
+        // One job per key range: [start, boundary 1), ..., [last, end].
+        let mut jobs = Vec::new();
+        let mut lower = None;
+        for upper in self
+            .subcompaction_boundaries(c)
+            .into_iter()
+            .map(Some)
+            .chain(std::iter::once(None))
+        {
+            jobs.push(Job {
+                db: self,
+                c,
+                snapshots: snapshots.clone(),
+                lower: lower.take(),
+                upper: upper.clone(),
+            });
+            lower = upper;
+        }
+        if jobs.len() > 1 {
+            self.subcompactions
+                .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        }
+        let results: Vec<JobResult> = MutexGuard::unlocked(st, || {
+            if jobs.len() == 1 {
+                return vec![jobs[0].run()];
             }
-        };
+            // The first range on this thread, the others on their own.
+            std::thread::scope(|s| {
+                let others: Vec<_> = jobs[1..].iter().map(|j| s.spawn(move || j.run())).collect();
+                let mut results = vec![jobs[0].run()];
+                for h in others {
+                    results.push(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+                }
+                results
+            })
+        });
+        // The ranges' outputs in key order, installed together or not at
+        // all: one failed range discards every range's tables.
+        let (mut outputs, mut counts, mut numbers, mut failed) =
+            (Vec::new(), (0u64, 0u64), Vec::new(), None);
+        for r in results {
+            match r {
+                Ok((files, (read, dropped))) => {
+                    numbers.extend(files.iter().map(|f| f.number));
+                    outputs.extend(files);
+                    counts.0 += read;
+                    counts.1 += dropped;
+                }
+                Err((e, written)) => {
+                    numbers.extend(written);
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = failed {
+            self.discard_outputs(st, &numbers);
+            return Err(e);
+        }
         let written: u64 = outputs.iter().map(|f| f.file_size).sum();
         for f in &outputs {
             edit.add_new_file(c.output_level, f.clone());
@@ -243,11 +291,12 @@ impl DbInner {
             if !inputs0.is_empty() {
                 let c = self.build_compaction(st, &version, level, output, inputs0);
                 drop(version);
-                let Some(c) = c else {
+                let Some(mut c) = c else {
                     return Err(Error::Busy(
                         "compact_range: inputs are being compacted".into(),
                     ));
                 };
+                c.manual = true;
                 self.run_compaction(st, c)?;
             }
             level = output;
@@ -261,11 +310,12 @@ impl DbInner {
             if !inputs0.is_empty() {
                 let c = self.build_compaction(st, &version, last, last, inputs0);
                 drop(version);
-                let Some(c) = c else {
+                let Some(mut c) = c else {
                     return Err(Error::Busy(
                         "compact_range: inputs are being compacted".into(),
                     ));
                 };
+                c.manual = true;
                 self.run_compaction(st, c)?;
             }
         }
@@ -297,12 +347,17 @@ impl DbInner {
     }
 }
 
-/// The merge of one compaction, run without the database lock.
+/// The merge of one compaction, or of one key range of it (a
+/// subcompaction), run without the database lock.
 struct Job<'a> {
     db: &'a DbInner,
     c: &'a Compaction,
     /// Live snapshots, ascending.
     snapshots: Vec<SequenceNumber>,
+    /// The user keys this job merges: `[lower, upper)`, unbounded where
+    /// `None`. Every version of a user key falls in one job.
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
 }
 
 /// Tracks how much of the grandparent level the current output overlaps,
@@ -362,12 +417,40 @@ impl Job<'_> {
         self.snapshots.partition_point(|&s| s < seq)
     }
 
+    /// True if `f` holds user keys of this job's range.
+    fn overlaps(&self, f: &FileMetaData) -> bool {
+        let ucmp = &*self.db.user_cmp;
+        let after_lower = self
+            .lower
+            .as_ref()
+            .is_none_or(|lo| ucmp.compare(f.largest.user_key(), lo) != CmpOrdering::Less);
+        let before_upper = self
+            .upper
+            .as_ref()
+            .is_none_or(|hi| ucmp.compare(f.smallest.user_key(), hi) == CmpOrdering::Less);
+        after_lower && before_upper
+    }
+
     /// Merges the inputs; returns (entries read, entries dropped).
     fn merge<F: FnMut() -> u64>(&self, out: &mut TableOutputs<'_, F>) -> Result<(u64, u64)> {
         let db = self.db;
+        let ucmp = &*db.user_cmp;
         let range_dels = self.range_deletions(out)?;
+        // Children are the inputs in order: the upper level's files first
+        // (level 0: newest first). Their age ranks, for the cutter: each
+        // level-0 file its own, the output level's files one rank.
+        let upper = self.c.inputs[0].len();
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-        for f in self.c.all_inputs() {
+        let mut ranks: Vec<u32> = Vec::new();
+        for (i, f) in self.c.all_inputs().enumerate() {
+            if !self.overlaps(f) {
+                continue;
+            }
+            ranks.push(match i {
+                i if i >= upper => u32::MAX,
+                i if self.c.level == 0 => i as u32,
+                _ => 0,
+            });
             // A table wholly under newer range deletions of this compaction
             // is dropped without being read.
             let covered = !f.has_range_deletions
@@ -381,7 +464,14 @@ impl Job<'_> {
                     )
                 });
             if covered {
-                db.tables_dropped_unread.fetch_add(1, Ordering::Relaxed);
+                // Counted once, by the range holding its first key.
+                let first_here = self
+                    .lower
+                    .as_ref()
+                    .is_none_or(|lo| ucmp.compare(f.smallest.user_key(), lo) != CmpOrdering::Less);
+                if first_here {
+                    db.tables_dropped_unread.fetch_add(1, Ordering::Relaxed);
+                }
                 children.push(Box::new(range_del::EmptyIterator));
                 continue;
             }
@@ -397,8 +487,12 @@ impl Job<'_> {
             range_dels,
             self.snapshots.clone(),
         );
-        it.seek_to_first();
-        let ucmp = &*db.user_cmp;
+        match &self.lower {
+            Some(lo) => {
+                it.seek(InternalKey::new(lo, MAX_SEQUENCE_NUMBER, ValueKind::FOR_SEEK).encoded())
+            }
+            None => it.seek_to_first(),
+        }
         let target = db.opts.target_file_size(self.c.output_level);
         let mut grandparents = GrandparentCursor {
             files: &self.c.grandparents,
@@ -416,17 +510,7 @@ impl Job<'_> {
             db.opts.stream_aware_cutting,
             target,
         );
-        // Children are the inputs in order: the upper level's files first
-        // (level 0: newest first). Their age ranks, for the cutter: each
-        // level-0 file its own, the output level's files one rank.
-        let upper = self.c.inputs[0].len();
-        let rank = |child: usize| -> u32 {
-            match child {
-                c if c >= upper => u32::MAX,
-                c if self.c.level == 0 => c as u32,
-                _ => 0,
-            }
-        };
+        let rank = |child: usize| -> u32 { ranks[child] };
         // Nothing below the output: an entry every snapshot sees loses its
         // sequence number (as RocksDB's bottommost compactions do), so the
         // tables of the last level carry no version information (a packed
@@ -452,6 +536,11 @@ impl Job<'_> {
                     "malformed internal key",
                 ));
             };
+            if let Some(hi) = &self.upper {
+                if ucmp.compare(p.user_key, hi) != CmpOrdering::Less {
+                    break;
+                }
+            }
             let new_user_key =
                 read == 1 || ucmp.compare(&current_user_key, p.user_key) != CmpOrdering::Equal;
             if new_user_key {
@@ -560,6 +649,23 @@ impl Job<'_> {
                         .is_empty()
                 })
         });
+        // This job's range only: the neighbouring jobs write the rest.
+        let kept = kept
+            .into_iter()
+            .filter_map(|mut f| {
+                if let Some(lo) = &self.lower {
+                    if ucmp.compare(&f.start, lo) == CmpOrdering::Less {
+                        f.start = lo.clone();
+                    }
+                }
+                if let Some(hi) = &self.upper {
+                    if ucmp.compare(hi, &f.end) == CmpOrdering::Less {
+                        f.end = hi.clone();
+                    }
+                }
+                (ucmp.compare(&f.start, &f.end) == CmpOrdering::Less).then_some(f)
+            })
+            .collect();
         out.set_range_deletions(kept);
         Ok(Some(list))
     }
@@ -592,6 +698,59 @@ impl Job<'_> {
 }
 
 impl DbInner {
+    /// Where to split `c` into subcompactions (`set_max_subcompactions`):
+    /// the first user key of each range after the first, ascending; none
+    /// for one range. Only compactions out of level 0 into a deeper level
+    /// and those of `compact_range` split (as RocksDB's leveled
+    /// compactions), into at most `max_subcompactions` ranges of at least
+    /// the output level's target file size each. The boundaries are the
+    /// inputs' first and last keys, chosen so the ranges hold about equal
+    /// input bytes, each file's bytes spread evenly over the keys it spans.
+    fn subcompaction_boundaries(&self, c: &Compaction) -> Vec<Vec<u8>> {
+        let max = self.opts.max_subcompactions as usize;
+        if max <= 1 || !(c.manual || (c.level == 0 && c.output_level > 0)) {
+            return Vec::new();
+        }
+        let ucmp = &*self.user_cmp;
+        let files: Vec<&Arc<FileMetaData>> = c.all_inputs().collect();
+        let total: u64 = files.iter().map(|f| f.file_size).sum();
+        let target = self.opts.target_file_size(c.output_level).max(1);
+        let ranges = max.min((total / target) as usize);
+        if ranges <= 1 {
+            return Vec::new();
+        }
+        let mut keys: Vec<&[u8]> = files
+            .iter()
+            .flat_map(|f| [f.smallest.user_key(), f.largest.user_key()])
+            .collect();
+        keys.sort_by(|a, b| ucmp.compare(a, b));
+        keys.dedup_by(|a, b| ucmp.compare(a, b) == CmpOrdering::Equal);
+        // weight[i]: input bytes between keys[i] and keys[i + 1].
+        let mut weight = vec![0f64; keys.len()];
+        let position =
+            |key: &[u8]| keys.partition_point(|k| ucmp.compare(k, key) == CmpOrdering::Less);
+        for f in &files {
+            let first = position(f.smallest.user_key());
+            let spans = position(f.largest.user_key()).saturating_sub(first).max(1);
+            for w in &mut weight[first..first + spans] {
+                *w += f.file_size as f64 / spans as f64;
+            }
+        }
+        let step = total as f64 / ranges as f64;
+        let mut boundaries: Vec<Vec<u8>> = Vec::new();
+        let mut before = 0.0;
+        for (i, key) in keys.iter().enumerate() {
+            if i > 0
+                && boundaries.len() + 1 < ranges
+                && before >= step * (boundaries.len() + 1) as f64
+            {
+                boundaries.push(key.to_vec());
+            }
+            before += weight[i];
+        }
+        boundaries
+    }
+
     /// Bound on the grandparent bytes one output may overlap.
     pub(crate) fn max_compaction_bytes(&self) -> u64 {
         match self.opts.max_compaction_bytes {

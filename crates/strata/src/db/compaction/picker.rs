@@ -97,6 +97,9 @@ pub(crate) struct Compaction {
     /// Largest input file a trivial move may take: twice the output
     /// level's target file size.
     pub(crate) max_move_bytes: u64,
+    /// Run by `compact_range` (which may split it into subcompactions at
+    /// any level).
+    pub(crate) manual: bool,
 }
 
 impl Compaction {
@@ -396,6 +399,7 @@ impl DbInner {
             version: version.clone(),
             range,
             max_move_bytes,
+            manual: false,
         })
     }
 
@@ -509,6 +513,7 @@ impl DbInner {
             version: version.clone(),
             range,
             max_move_bytes: self.opts.target_file_size(output_level).saturating_mul(2),
+            manual: false,
         })
     }
 
