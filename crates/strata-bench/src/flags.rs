@@ -189,6 +189,10 @@ define_flags! {
     max_background_jobs: i32 = 2;
     /// Threads one compaction out of level 0 (or a manual one) may split into.
     subcompactions: i32 = 1;
+    /// Read tables with O_DIRECT (no page cache).
+    use_direct_reads: bool = false;
+    /// Write the tables of flushes and compactions with O_DIRECT.
+    use_direct_io_for_flush_and_compaction: bool = false;
     /// Bytes per second flushes and compactions may write; 0: no limit.
     rate_limiter_bytes_per_sec: i64 = 0;
     /// Refill period of the rate limiter, in microseconds.

@@ -148,6 +148,8 @@ pub struct EngineConfig {
     pub disable_auto_compactions: bool,
     pub max_background_jobs: i32,
     pub subcompactions: u32,
+    pub use_direct_reads: bool,
+    pub use_direct_io_for_flush_and_compaction: bool,
     /// `--rate_limiter_bytes_per_sec` (0: none) and its refill period.
     pub rate_limiter: (i64, i64),
     pub enable_pipelined_write: bool,
@@ -216,6 +218,8 @@ impl EngineConfig {
             disable_auto_compactions: f.disable_auto_compactions,
             max_background_jobs: f.max_background_jobs,
             subcompactions: f.subcompactions.max(1) as u32,
+            use_direct_reads: f.use_direct_reads,
+            use_direct_io_for_flush_and_compaction: f.use_direct_io_for_flush_and_compaction,
             rate_limiter: (
                 f.rate_limiter_bytes_per_sec,
                 f.rate_limiter_refill_period_us,

@@ -79,6 +79,8 @@ fn options(cfg: &EngineConfig, create: bool) -> Result<Options> {
     o.set_disable_auto_compactions(cfg.disable_auto_compactions);
     o.set_paranoid_checks(cfg.paranoid_checks);
     o.set_max_subcompactions(cfg.subcompactions);
+    o.set_use_direct_reads(cfg.use_direct_reads);
+    o.set_use_direct_io_for_flush_and_compaction(cfg.use_direct_io_for_flush_and_compaction);
     o.set_max_background_jobs(cfg.max_background_jobs);
     if cfg.rate_limiter.0 > 0 {
         // db_bench's fairness: 10.

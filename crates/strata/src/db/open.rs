@@ -128,6 +128,7 @@ pub(crate) fn open(
         .map(|(n, _)| n.as_str())
         .filter(|n| !versions.column_families().values().any(|cf| cf.name == *n))
         .collect();
+    check_direct_io(fs.as_ref(), dir, opts)?;
     check_tables(fs.as_ref(), dir, &versions, opts)?;
     for (&id, cf) in versions.column_families() {
         let cf_opts = &wanted
@@ -217,6 +218,16 @@ fn check_merge_operator(versions: &VersionSet, id: u32, opts: &Options, dir: &Pa
     }
 }
 
+/// With direct I/O asked for, checks that the directory's file system
+/// takes it (an open of CURRENT with `O_DIRECT`), so that the open fails
+/// with `NotSupported` rather than the first table read or flush.
+fn check_direct_io(fs: &dyn crate::env::FileSystem, dir: &Path, opts: &Options) -> Result<()> {
+    if opts.use_direct_reads || opts.use_direct_io_for_flush_and_compaction {
+        fs.open_random_access_direct(&super::filename::current_file_name(dir))?;
+    }
+    Ok(())
+}
+
 /// Checks that every table the manifest names exists (and, unless told
 /// otherwise, has the size it records).
 fn check_tables(
@@ -276,6 +287,7 @@ pub(crate) fn make_cf(shared: &Arc<DbShared>, id: u32, name: &str, opts: &Option
         opts.table.pin_l0_filter_and_index_blocks_in_cache,
     )
     .with_prefix_extractor(opts.prefix_extractor.clone())
+    .with_direct_reads(opts.use_direct_reads)
     .with_merge_operator(opts.merge_operator.as_ref().map(|m| m.name().to_string()))
     .with_packed_lazy_checksums(opts.packed.as_ref().is_some_and(|p| p.lazy_checksums));
     DbInner {
@@ -405,6 +417,7 @@ pub(crate) fn open_read_only(
             missing.join(", ")
         )));
     }
+    check_direct_io(fs.as_ref(), dir, opts)?;
     check_tables(fs.as_ref(), dir, &versions, opts)?;
     let default = build(opts, dir, versions, &wanted, None, true);
     if let Err(e) = default.replay_logs_read_only(error_if_log_file_exist) {

@@ -247,6 +247,8 @@ pub struct Options {
     pub(crate) level0_stop_writes_trigger: usize,
     pub(crate) max_background_jobs: usize,
     pub(crate) max_subcompactions: u32,
+    pub(crate) use_direct_reads: bool,
+    pub(crate) use_direct_io_for_flush_and_compaction: bool,
     pub(crate) max_open_files: i32,
     pub(crate) skip_checking_sst_file_sizes_on_db_open: bool,
     pub(crate) paranoid_checks: bool,
@@ -316,6 +318,8 @@ impl Default for Options {
             level0_stop_writes_trigger: 36,
             max_background_jobs: 2,
             max_subcompactions: 1,
+            use_direct_reads: false,
+            use_direct_io_for_flush_and_compaction: false,
             max_open_files: -1,
             skip_checking_sst_file_sizes_on_db_open: false,
             paranoid_checks: true,
@@ -536,6 +540,26 @@ impl Options {
     pub fn set_max_subcompactions(&mut self, n: u32) {
         self.max_subcompactions = n.max(1);
     }
+
+    /// Reads tables with direct I/O (`O_DIRECT`, default false, RocksDB's
+    /// name): user reads and compaction inputs bypass the page cache, so
+    /// the block cache is the only cache and memory stays what it is
+    /// configured to be. Blocks are read in aligned 4 KiB units. Packed
+    /// tables, which are memory-mapped, still read through the page
+    /// cache. A file system without `O_DIRECT` fails the open with
+    /// `NotSupported`; file systems other than the real one read as usual.
+    pub fn set_use_direct_reads(&mut self, v: bool) {
+        self.use_direct_reads = v;
+    }
+
+    /// Writes the tables of flushes and compactions with direct I/O
+    /// (`O_DIRECT`, default false, RocksDB's name), so background writes do
+    /// not fill the page cache. The log and the manifest are written as
+    /// usual. As [`set_use_direct_reads`](Self::set_use_direct_reads), a
+    /// file system without `O_DIRECT` fails the open with `NotSupported`.
+    pub fn set_use_direct_io_for_flush_and_compaction(&mut self, v: bool) {
+        self.use_direct_io_for_flush_and_compaction = v;
+    }
     /// Skips comparing each table file's size with the size the manifest
     /// records when the database opens (default false: a truncated table is
     /// a `Corruption` at open naming the file and both sizes, as RocksDB).
@@ -689,6 +713,8 @@ impl Options {
         o.error_if_exists = db.error_if_exists;
         o.max_background_jobs = db.max_background_jobs;
         o.max_subcompactions = db.max_subcompactions;
+        o.use_direct_reads = db.use_direct_reads;
+        o.use_direct_io_for_flush_and_compaction = db.use_direct_io_for_flush_and_compaction;
         o.max_open_files = db.max_open_files;
         o.skip_checking_sst_file_sizes_on_db_open = db.skip_checking_sst_file_sizes_on_db_open;
         o.paranoid_checks = db.paranoid_checks;

@@ -97,6 +97,11 @@ impl Options {
             "max_subcompactions".into(),
             int(u64::from(self.max_subcompactions)),
         );
+        t.insert("use_direct_reads".into(), self.use_direct_reads.into());
+        t.insert(
+            "use_direct_io_for_flush_and_compaction".into(),
+            self.use_direct_io_for_flush_and_compaction.into(),
+        );
         t.insert(
             "max_open_files".into(),
             i64::from(self.max_open_files).into(),
@@ -270,6 +275,10 @@ fn apply(o: &mut Options, key: &str, v: &Value) -> Check<()> {
         "level_zero_stop_writes_trigger" => o.set_level_zero_stop_writes_trigger(as_i32(v)?),
         "max_background_jobs" => o.set_max_background_jobs(as_i32(v)?),
         "max_subcompactions" => o.set_max_subcompactions(as_i32(v)?.max(0) as u32),
+        "use_direct_reads" => o.set_use_direct_reads(as_bool(v)?),
+        "use_direct_io_for_flush_and_compaction" => {
+            o.set_use_direct_io_for_flush_and_compaction(as_bool(v)?)
+        }
         "max_open_files" => o.set_max_open_files(as_i32(v)?),
         "paranoid_checks" => o.set_paranoid_checks(as_bool(v)?),
         "skip_checking_sst_file_sizes_on_db_open" => {

@@ -40,6 +40,8 @@ pub(crate) struct TableCache {
     /// No `max_open_files` bound: readers are also kept in their files'
     /// metadata.
     unbounded: bool,
+    /// Open tables with direct I/O (`use_direct_reads`).
+    direct: bool,
     /// Where readers keep their index and filter: in L0 tables, and in the
     /// others.
     placement_l0: MetaPlacement,
@@ -86,6 +88,7 @@ impl TableCache {
             user_cmp,
             block_cache,
             unbounded: max_open_files < 0,
+            direct: false,
             placement_l0: MetaPlacement::Reader,
             placement: MetaPlacement::Reader,
             prefix_extractor: None,
@@ -103,6 +106,12 @@ impl TableCache {
     }
 
     /// Readers probe their filters for prefixes of `extractor`.
+    /// Readers opened from now on read with direct I/O.
+    pub(crate) fn with_direct_reads(mut self, direct: bool) -> Self {
+        self.direct = direct;
+        self
+    }
+
     pub(crate) fn with_prefix_extractor(mut self, extractor: Option<Arc<SliceTransform>>) -> Self {
         self.prefix_extractor = extractor;
         self
@@ -145,7 +154,11 @@ impl TableCache {
             return Ok(r);
         }
         let path = table_file_name(&self.dir, number);
-        let file = self.fs.open_random_access(&path)?;
+        let file = if self.direct {
+            self.fs.open_random_access_direct(&path)?
+        } else {
+            self.fs.open_random_access(&path)?
+        };
         let name = path.display().to_string();
         check_table_size(&name, file.size(), file_size)?;
         let placement = if level == 0 {

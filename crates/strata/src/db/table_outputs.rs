@@ -106,7 +106,11 @@ impl<'a, F: FnMut() -> u64> TableOutputs<'a, F> {
                 let number = (self.next_number)();
                 self.numbers.push(number);
                 let path = table_file_name(&self.db.dir, number);
-                let mut file = self.db.fs.create(&path)?;
+                let mut file = if self.db.opts.use_direct_io_for_flush_and_compaction {
+                    self.db.fs.create_direct(&path)?
+                } else {
+                    self.db.fs.create(&path)?
+                };
                 if let Some(limiter) = &self.db.opts.rate_limiter {
                     file = crate::env::rate_limiter::RateLimitedFile::wrap(file, limiter.clone());
                 }

@@ -8,6 +8,7 @@
 //! Thread safety: a `FileSystem` and a `RandomAccessFile` are shared across
 //! threads; a `WritableFile` or `SequentialFile` has one owner at a time.
 
+mod direct;
 mod fault;
 mod memory;
 mod posix;
@@ -97,6 +98,24 @@ pub trait FileSystem: Send + Sync + Debug {
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
     /// Makes the directory entries of `dir` (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> Result<()>;
+
+    /// [`create`](Self::create) with direct I/O (`O_DIRECT`: written
+    /// around the page cache, in aligned blocks), for the tables of
+    /// flushes and compactions under
+    /// [`Options::set_use_direct_io_for_flush_and_compaction`](crate::Options::set_use_direct_io_for_flush_and_compaction).
+    /// A file system that cannot do it says `NotSupported`; the default,
+    /// for file systems without a page cache (or wrappers), is `create`.
+    fn create_direct(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.create(path)
+    }
+
+    /// [`open_random_access`](Self::open_random_access) with direct I/O,
+    /// for tables under [`Options::set_use_direct_reads`](crate::Options::set_use_direct_reads).
+    /// As [`create_direct`](Self::create_direct), the default is the
+    /// plain open.
+    fn open_random_access_direct(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.open_random_access(path)
+    }
 
     /// Makes `to` a new name of the existing file `from` (a hard link), or,
     /// where that cannot be done (another file system, no links), a synced

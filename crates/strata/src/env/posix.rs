@@ -127,21 +127,25 @@ impl RandomAccessFile for PosixRandomAccessFile {
     }
 
     fn map(&self) -> Result<bytes::Bytes> {
-        if self.size == 0 {
-            return Ok(bytes::Bytes::new());
-        }
-        let len = usize::try_from(self.size).map_err(|_| {
-            Error::invalid_argument(format!("{}: too large to map", display(&self.path)))
-        })?;
-        // SAFETY: table files are written once, synced and never modified
-        // or truncated while the database has them open (they are deleted
-        // only when no version and no reader holds them, and a deleted
-        // file's mapping stays valid). Only a process outside the engine
-        // truncating the file could invalidate the mapping.
-        let map = unsafe { memmap2::MmapOptions::new().len(len).map(&self.file) }
-            .map_err(|e| io_err("mmap", &self.path, e))?;
-        Ok(bytes::Bytes::from_owner(map))
+        map_file(&self.file, &self.path, self.size)
     }
+}
+
+/// The first `size` bytes of `file` (a table) mapped into memory.
+pub(crate) fn map_file(file: &File, path: &Path, size: u64) -> Result<bytes::Bytes> {
+    if size == 0 {
+        return Ok(bytes::Bytes::new());
+    }
+    let len = usize::try_from(size)
+        .map_err(|_| Error::invalid_argument(format!("{}: too large to map", display(path))))?;
+    // SAFETY: table files are written once, synced and never modified
+    // or truncated while the database has them open (they are deleted
+    // only when no version and no reader holds them, and a deleted
+    // file's mapping stays valid). Only a process outside the engine
+    // truncating the file could invalidate the mapping.
+    let map = unsafe { memmap2::MmapOptions::new().len(len).map(file) }
+        .map_err(|e| io_err("mmap", path, e))?;
+    Ok(bytes::Bytes::from_owner(map))
 }
 
 #[derive(Debug)]
@@ -196,6 +200,14 @@ impl FileSystem for PosixFileSystem {
             path: path.to_owned(),
             file,
         }))
+    }
+
+    fn create_direct(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        Ok(Box::new(super::direct::DirectWritableFile::create(path)?))
+    }
+
+    fn open_random_access_direct(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        Ok(Arc::new(super::direct::DirectRandomAccessFile::open(path)?))
     }
 
     fn open_random_access(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
