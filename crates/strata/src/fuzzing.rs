@@ -6,7 +6,7 @@
 //! first byte): the bytes describe valid contents, the project's writer
 //! encodes them, and the decoder must give them back exactly.
 //!
-//! Not part of the API: no stability promise. [`write_seeds`] writes the
+//! Not part of the API: no stability promise. `write_seeds` writes the
 //! seed corpora with the project's own writers.
 
 use std::collections::BTreeMap;
