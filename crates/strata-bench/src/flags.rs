@@ -189,6 +189,8 @@ define_flags! {
     max_background_jobs: i32 = 2;
     /// Threads one compaction out of level 0 (or a manual one) may split into.
     subcompactions: i32 = 1;
+    /// Bytes a compaction reads ahead per input; -1: each engine's default (RocksDB 2 MiB, Strata adaptive).
+    compaction_readahead_size: i64 = -1;
     /// Read tables with O_DIRECT (no page cache).
     use_direct_reads: bool = false;
     /// Write the tables of flushes and compactions with O_DIRECT.

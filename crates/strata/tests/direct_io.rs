@@ -134,7 +134,17 @@ fn direct_reads_and_writes_keep_the_model() {
         }
         drop(db);
     }
-    let db = DB::open(&options(true, true), &dir).unwrap();
+    let mut opts = options(true, true);
+    opts.set_compaction_readahead_size(256 << 10);
+    let db = DB::open(&opts, &dir).unwrap();
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.contains("PROBE")),
+        "the open's probe was left: {names:?}"
+    );
     db.compact_range(None::<&[u8]>, None::<&[u8]>).unwrap();
     check(&db, &model, &mut rng, "after compact_range");
     drop(db);

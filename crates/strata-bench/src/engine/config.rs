@@ -149,6 +149,8 @@ pub struct EngineConfig {
     pub max_background_jobs: i32,
     pub subcompactions: u32,
     pub use_direct_reads: bool,
+    /// `--compaction_readahead_size`, when given (>= 0).
+    pub compaction_readahead_size: Option<usize>,
     pub use_direct_io_for_flush_and_compaction: bool,
     /// `--rate_limiter_bytes_per_sec` (0: none) and its refill period.
     pub rate_limiter: (i64, i64),
@@ -219,6 +221,7 @@ impl EngineConfig {
             max_background_jobs: f.max_background_jobs,
             subcompactions: f.subcompactions.max(1) as u32,
             use_direct_reads: f.use_direct_reads,
+            compaction_readahead_size: usize::try_from(f.compaction_readahead_size).ok(),
             use_direct_io_for_flush_and_compaction: f.use_direct_io_for_flush_and_compaction,
             rate_limiter: (
                 f.rate_limiter_bytes_per_sec,

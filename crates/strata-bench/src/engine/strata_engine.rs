@@ -80,6 +80,9 @@ fn options(cfg: &EngineConfig, create: bool) -> Result<Options> {
     o.set_paranoid_checks(cfg.paranoid_checks);
     o.set_max_subcompactions(cfg.subcompactions);
     o.set_use_direct_reads(cfg.use_direct_reads);
+    if let Some(bytes) = cfg.compaction_readahead_size {
+        o.set_compaction_readahead_size(bytes);
+    }
     o.set_use_direct_io_for_flush_and_compaction(cfg.use_direct_io_for_flush_and_compaction);
     o.set_max_background_jobs(cfg.max_background_jobs);
     if cfg.rate_limiter.0 > 0 {

@@ -108,6 +108,7 @@ pub(crate) fn open(
     if !has_db {
         refuse_orphaned_data(fs.as_ref(), dir)?;
     }
+    check_direct_io(fs.as_ref(), dir, opts)?;
     let opened: Vec<(String, InternalKeyComparator)> = wanted
         .iter()
         .map(|(n, o)| (n.clone(), InternalKeyComparator::new(o.comparator.clone())))
@@ -128,7 +129,6 @@ pub(crate) fn open(
         .map(|(n, _)| n.as_str())
         .filter(|n| !versions.column_families().values().any(|cf| cf.name == *n))
         .collect();
-    check_direct_io(fs.as_ref(), dir, opts)?;
     check_tables(fs.as_ref(), dir, &versions, opts)?;
     for (&id, cf) in versions.column_families() {
         let cf_opts = &wanted
@@ -219,13 +219,35 @@ fn check_merge_operator(versions: &VersionSet, id: u32, opts: &Options, dir: &Pa
 }
 
 /// With direct I/O asked for, checks that the directory's file system
-/// takes it (an open of CURRENT with `O_DIRECT`), so that the open fails
-/// with `NotSupported` rather than the first table read or flush.
+/// takes it, before anything is written: a scratch file is written and
+/// read back with `O_DIRECT` (a partial block, so the padded write, the
+/// cut back and the aligned read all run) and removed. The open then fails
+/// with `NotSupported` (or the I/O error) rather than the first flush or
+/// table read.
 fn check_direct_io(fs: &dyn crate::env::FileSystem, dir: &Path, opts: &Options) -> Result<()> {
-    if opts.use_direct_reads || opts.use_direct_io_for_flush_and_compaction {
-        fs.open_random_access_direct(&super::filename::current_file_name(dir))?;
+    if !(opts.use_direct_reads || opts.use_direct_io_for_flush_and_compaction) {
+        return Ok(());
     }
-    Ok(())
+    let probe = dir.join("DIRECT-IO-PROBE");
+    let result = (|| {
+        let data: Vec<u8> = (0..100u8).collect();
+        let mut file = fs.create_direct(&probe)?;
+        file.append(&data)?;
+        file.sync()?;
+        drop(file);
+        let mut back = vec![0u8; data.len()];
+        fs.open_random_access_direct(&probe)?
+            .read_exact_at(0, &mut back)?;
+        if back != data {
+            return Err(Error::NotSupported(format!(
+                "{}: a direct write and read gave other bytes back",
+                probe.display()
+            )));
+        }
+        Ok(())
+    })();
+    let _ = fs.remove(&probe);
+    result
 }
 
 /// Checks that every table the manifest names exists (and, unless told
@@ -417,7 +439,6 @@ pub(crate) fn open_read_only(
             missing.join(", ")
         )));
     }
-    check_direct_io(fs.as_ref(), dir, opts)?;
     check_tables(fs.as_ref(), dir, &versions, opts)?;
     let default = build(opts, dir, versions, &wanted, None, true);
     if let Err(e) = default.replay_logs_read_only(error_if_log_file_exist) {

@@ -247,6 +247,7 @@ pub struct Options {
     pub(crate) level0_stop_writes_trigger: usize,
     pub(crate) max_background_jobs: usize,
     pub(crate) max_subcompactions: u32,
+    pub(crate) compaction_readahead_size: u64,
     pub(crate) use_direct_reads: bool,
     pub(crate) use_direct_io_for_flush_and_compaction: bool,
     pub(crate) max_open_files: i32,
@@ -318,6 +319,7 @@ impl Default for Options {
             level0_stop_writes_trigger: 36,
             max_background_jobs: 2,
             max_subcompactions: 1,
+            compaction_readahead_size: 0,
             use_direct_reads: false,
             use_direct_io_for_flush_and_compaction: false,
             max_open_files: -1,
@@ -541,6 +543,16 @@ impl Options {
         self.max_subcompactions = n.max(1);
     }
 
+    /// Bytes a compaction reads ahead in each input table (RocksDB's
+    /// name), from its first data block on: fewer, larger reads, which
+    /// matters most with [`set_use_direct_reads`](Self::set_use_direct_reads)
+    /// or on disks. 0 (the default) keeps the adaptive readahead every
+    /// scan has: 256 KiB at a time once two blocks were read back to back.
+    /// Each input holds one such buffer while the compaction runs.
+    pub fn set_compaction_readahead_size(&mut self, bytes: usize) {
+        self.compaction_readahead_size = bytes as u64;
+    }
+
     /// Reads tables with direct I/O (`O_DIRECT`, default false, RocksDB's
     /// name): user reads and compaction inputs bypass the page cache, so
     /// the block cache is the only cache and memory stays what it is
@@ -713,6 +725,7 @@ impl Options {
         o.error_if_exists = db.error_if_exists;
         o.max_background_jobs = db.max_background_jobs;
         o.max_subcompactions = db.max_subcompactions;
+        o.compaction_readahead_size = db.compaction_readahead_size;
         o.use_direct_reads = db.use_direct_reads;
         o.use_direct_io_for_flush_and_compaction = db.use_direct_io_for_flush_and_compaction;
         o.max_open_files = db.max_open_files;

@@ -99,6 +99,10 @@ impl Options {
         );
         t.insert("use_direct_reads".into(), self.use_direct_reads.into());
         t.insert(
+            "compaction_readahead_size".into(),
+            int(self.compaction_readahead_size),
+        );
+        t.insert(
             "use_direct_io_for_flush_and_compaction".into(),
             self.use_direct_io_for_flush_and_compaction.into(),
         );
@@ -276,6 +280,7 @@ fn apply(o: &mut Options, key: &str, v: &Value) -> Check<()> {
         "max_background_jobs" => o.set_max_background_jobs(as_i32(v)?),
         "max_subcompactions" => o.set_max_subcompactions(as_i32(v)?.max(0) as u32),
         "use_direct_reads" => o.set_use_direct_reads(as_bool(v)?),
+        "compaction_readahead_size" => o.set_compaction_readahead_size(as_usize(v)?),
         "use_direct_io_for_flush_and_compaction" => {
             o.set_use_direct_io_for_flush_and_compaction(as_bool(v)?)
         }

@@ -105,13 +105,13 @@ impl TableCache {
         }
     }
 
-    /// Readers probe their filters for prefixes of `extractor`.
     /// Readers opened from now on read with direct I/O.
     pub(crate) fn with_direct_reads(mut self, direct: bool) -> Self {
         self.direct = direct;
         self
     }
 
+    /// Readers probe their filters for prefixes of `extractor`.
     pub(crate) fn with_prefix_extractor(mut self, extractor: Option<Arc<SliceTransform>>) -> Self {
         self.prefix_extractor = extractor;
         self

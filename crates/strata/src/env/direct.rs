@@ -25,6 +25,9 @@ use crate::error::{Error, Result};
 /// Alignment of offsets, lengths and buffers.
 pub(crate) const ALIGN: usize = 4096;
 
+/// Largest read buffer a thread keeps between reads.
+const READ_BUFFER_KEPT_BYTES: usize = 4 << 20;
+
 /// Bytes a direct writer gathers before writing them.
 const WINDOW_BYTES: usize = 1 << 20;
 
@@ -145,6 +148,11 @@ impl RandomAccessFile for DirectRandomAccessFile {
                 ));
             }
             buf.copy_from_slice(&window[skip..skip + buf.len()]);
+            // A buffer grown by one large read (a filter, a compaction's
+            // readahead) is not kept by every thread for good.
+            if raw.len() > READ_BUFFER_KEPT_BYTES {
+                *raw = Vec::new();
+            }
             Ok(())
         })
     }
@@ -174,6 +182,8 @@ pub(crate) struct DirectWritableFile {
     /// File offset of the window's first byte (aligned).
     window_offset: u64,
     size: u64,
+    /// Bytes appended since everything was last written out.
+    dirty: bool,
 }
 
 impl DirectWritableFile {
@@ -193,6 +203,7 @@ impl DirectWritableFile {
             len: 0,
             window_offset: 0,
             size: 0,
+            dirty: false,
         })
     }
 
@@ -223,6 +234,9 @@ impl DirectWritableFile {
     /// Writes everything: whole blocks, then the partial one padded with
     /// zeros, and cuts the file to its true size.
     fn write_all(&mut self) -> Result<()> {
+        if !self.dirty {
+            return Ok(());
+        }
         self.write_whole_blocks()?;
         if self.len > 0 {
             let padded = round_up(self.len);
@@ -231,13 +245,16 @@ impl DirectWritableFile {
         }
         self.file
             .set_len(self.size)
-            .map_err(|e| io_err("truncate", &self.path, e))
+            .map_err(|e| io_err("truncate", &self.path, e))?;
+        self.dirty = false;
+        Ok(())
     }
 }
 
 impl WritableFile for DirectWritableFile {
     fn append(&mut self, mut data: &[u8]) -> Result<()> {
         self.size += data.len() as u64;
+        self.dirty |= !data.is_empty();
         while !data.is_empty() {
             let n = (WINDOW_BYTES - self.len).min(data.len());
             self.raw[self.at + self.len..self.at + self.len + n].copy_from_slice(&data[..n]);
@@ -250,8 +267,11 @@ impl WritableFile for DirectWritableFile {
         Ok(())
     }
 
+    /// Hands every byte to the file (the last block padded, the file cut
+    /// back to its length); the partial block stays buffered, to be
+    /// rewritten whole when more follows.
     fn flush(&mut self) -> Result<()> {
-        self.write_whole_blocks()
+        self.write_all()
     }
 
     fn sync(&mut self) -> Result<()> {
@@ -269,7 +289,7 @@ impl WritableFile for DirectWritableFile {
 impl Drop for DirectWritableFile {
     fn drop(&mut self) {
         // Best effort, as the buffered writer: an error here is seen by
-        // the next read of the file.
+        // the next read of the file. Nothing to do after a sync or flush.
         let _ = self.write_all();
     }
 }

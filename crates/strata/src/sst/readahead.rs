@@ -24,6 +24,10 @@ const SEQUENTIAL_READS_MIN: u32 = 2;
 /// [`READAHEAD_BYTES`] (or one block, if larger) are held.
 #[derive(Debug, Default)]
 pub(crate) struct Readahead {
+    /// Bytes per read ahead when set (a compaction's
+    /// `compaction_readahead_size`, from the first read on); 0: the
+    /// adaptive default ([`READAHEAD_BYTES`] after a few sequential reads).
+    fixed: u64,
     buf: Vec<u8>,
     /// File offset of `buf[0]`.
     start: u64,
@@ -33,6 +37,15 @@ pub(crate) struct Readahead {
 }
 
 impl Readahead {
+    /// Reads ahead `bytes` at a time from the first read on (0: the
+    /// adaptive default).
+    pub(crate) fn fixed(bytes: u64) -> Readahead {
+        Readahead {
+            fixed: bytes,
+            ..Readahead::default()
+        }
+    }
+
     /// The checked, decompressed block at `handle`: from the buffer when
     /// it holds it, else read (ahead, when reads have been sequential).
     pub(crate) fn read(
@@ -55,7 +68,11 @@ impl Readahead {
         }
         self.last_end = end;
         let file_size = file.size();
-        if self.sequential_reads < SEQUENTIAL_READS_MIN
+        let (ahead, sequential_min) = match self.fixed {
+            0 => (READAHEAD_BYTES, SEQUENTIAL_READS_MIN),
+            n => (n, 0),
+        };
+        if self.sequential_reads < sequential_min
             || end > file_size
             || handle.size > crate::limits::BLOCK_SIZE_BYTES_MAX as u64
         {
@@ -63,7 +80,7 @@ impl Readahead {
             // read_block reports it.)
             return read_block(file, name, handle);
         }
-        let len = READAHEAD_BYTES
+        let len = ahead
             .max(end - handle.offset)
             .min(file_size - handle.offset);
         // Resized, not cleared: the read overwrites every byte, so only a

@@ -169,6 +169,15 @@ impl Table {
             Table::Packed(t) => TableIter::Packed(t.iter()),
         }
     }
+
+    /// An iterator for a compaction input: no cache fill, and data blocks
+    /// read `readahead` bytes at a time (0: the adaptive readahead).
+    pub(crate) fn iter_for_compaction(&self, readahead: u64) -> TableIter {
+        match self {
+            Table::Block(t) => TableIter::Block(t.iter_opt(false).with_readahead(readahead)),
+            Table::Packed(t) => TableIter::Packed(t.iter()),
+        }
+    }
 }
 
 /// An iterator over a table of either format.

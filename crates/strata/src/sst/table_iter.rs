@@ -64,6 +64,14 @@ impl TableIterator {
         }
     }
 
+    /// Reads the table's data blocks `bytes` at a time from the first
+    /// (compaction inputs, `compaction_readahead_size`); 0 keeps the
+    /// adaptive readahead.
+    pub(crate) fn with_readahead(mut self, bytes: u64) -> TableIterator {
+        self.readahead = Readahead::fixed(bytes);
+        self
+    }
+
     /// Applies a read's block property filters: blocks and the table they
     /// rule out are passed without being read.
     pub(crate) fn with_filters(

@@ -1272,3 +1272,54 @@ fn scans_read_ahead_and_still_check_every_block() {
     assert!(n < entries.len(), "the scan went past the damaged block");
     assert!(it.status().unwrap_err().is_corruption());
 }
+
+/// A compaction's fixed readahead (`compaction_readahead_size`) reads
+/// ahead from the first block: a whole small table in one data read,
+/// a larger one in about size / readahead reads, the same entries.
+#[test]
+fn fixed_readahead_reads_ahead_from_the_first_block() {
+    let cmp: Arc<dyn Comparator> = Arc::new(crate::key::BytewiseComparator);
+    let mut rng = StdRng::seed_from_u64(32);
+    let entries = random_entries(&mut rng, 3000, &cmp);
+    let opts = TableOptions {
+        block_size: 512,
+        ..TableOptions::default()
+    };
+    let (bytes, props) = write_table(&entries, &opts);
+    let fs = MemFileSystem::new();
+    let path = Path::new("/t/000001.sst");
+    fs.create_dir_all(Path::new("/t")).unwrap();
+    crate::env::write_file_atomic(&fs, path, &bytes).unwrap();
+    let file = Arc::new(CountingFile {
+        inner: fs.open_random_access(path).unwrap(),
+        reads: Default::default(),
+    });
+    let table = Arc::new(TableReader::open(file.clone(), "000001.sst", cmp.clone()).unwrap());
+    for (ahead, most) in [
+        (props.data_size * 2, 1),
+        (props.data_size / 4 + 1, 5),
+        (0, props.num_data_blocks as usize / 10),
+    ] {
+        let before = file.reads.load(std::sync::atomic::Ordering::Relaxed);
+        let mut it = table.iter_opt(false).with_readahead(ahead);
+        let mut got = Vec::new();
+        it.seek_to_first();
+        while it.valid() {
+            got.push((it.key().to_vec(), it.value().to_vec()));
+            it.next();
+        }
+        it.status().unwrap();
+        assert_eq!(got, entries);
+        let reads = file.reads.load(std::sync::atomic::Ordering::Relaxed) - before;
+        assert!(
+            reads <= most,
+            "readahead {ahead}: {reads} data reads, at most {most} expected"
+        );
+        if ahead == 0 {
+            assert!(
+                reads > 1,
+                "the adaptive readahead starts after sequential reads"
+            );
+        }
+    }
+}

@@ -109,10 +109,6 @@ impl DbInner {
             });
             lower = upper;
         }
-        if jobs.len() > 1 {
-            self.subcompactions
-                .fetch_add(jobs.len() as u64, Ordering::Relaxed);
-        }
         let results: Vec<JobResult> = MutexGuard::unlocked(st, || {
             if jobs.len() == 1 {
                 return vec![jobs[0].run()];
@@ -148,6 +144,10 @@ impl DbInner {
         if let Some(e) = failed {
             self.discard_outputs(st, &numbers);
             return Err(e);
+        }
+        if jobs.len() > 1 {
+            self.subcompactions
+                .fetch_add(jobs.len() as u64, Ordering::Relaxed);
         }
         let written: u64 = outputs.iter().map(|f| f.file_size).sum();
         for f in &outputs {
@@ -479,7 +479,9 @@ impl Job<'_> {
             let reader = db
                 .table_cache
                 .get(f.number, f.file_size, self.c.output_level)?;
-            children.push(Box::new(reader.iter_opt(false)));
+            children.push(Box::new(
+                reader.iter_for_compaction(db.opts.compaction_readahead_size),
+            ));
         }
         let icmp: Arc<dyn Comparator> = Arc::new(db.icmp.clone());
         let mut it = CoveredFilter::new(
