@@ -930,6 +930,13 @@ impl DbInner {
             self.table_cache.len(),
             st.cf(self.id).running.len()
         ));
+        out.push_str(&format!(
+            "Subcompactions: {} ranges run; tables dropped unread: {}\n",
+            self.subcompactions
+                .load(std::sync::atomic::Ordering::Relaxed),
+            self.tables_dropped_unread
+                .load(std::sync::atomic::Ordering::Relaxed)
+        ));
         out
     }
 }
