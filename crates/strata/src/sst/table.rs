@@ -170,6 +170,26 @@ impl Table {
         }
     }
 
+    /// Up to about `max` user keys that split the table's data into parts
+    /// of about equal size, ascending (RocksDB's key anchors): sampled from
+    /// the index of a block-based table; none for a packed table (its
+    /// bounds stand for it).
+    pub(crate) fn key_anchors(&self, max: usize) -> Result<Vec<Vec<u8>>> {
+        let Table::Block(t) = self else {
+            return Ok(Vec::new());
+        };
+        let mut index = t.index_iter()?;
+        let mut keys = Vec::new();
+        index.seek_to_first();
+        while index.valid() {
+            keys.push(crate::key::extract_user_key(index.key()).to_vec());
+            index.next();
+        }
+        index.status()?;
+        let step = keys.len().div_ceil(max.max(1)).max(1);
+        Ok(keys.into_iter().skip(step - 1).step_by(step).collect())
+    }
+
     /// An iterator for a compaction input: no cache fill, and data blocks
     /// read `readahead` bytes at a time (0: the adaptive readahead).
     pub(crate) fn iter_for_compaction(&self, readahead: u64) -> TableIter {

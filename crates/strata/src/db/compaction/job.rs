@@ -347,6 +347,9 @@ impl DbInner {
     }
 }
 
+/// Key anchors sampled per input file to place subcompaction boundaries.
+const SUBCOMPACTION_ANCHORS_PER_FILE: usize = 128;
+
 /// The merge of one compaction, or of one key range of it (a
 /// subcompaction), run without the database lock.
 struct Job<'a> {
@@ -705,50 +708,71 @@ impl DbInner {
     /// for one range. Only compactions out of level 0 into a deeper level
     /// and those of `compact_range` split (as RocksDB's leveled
     /// compactions), into at most `max_subcompactions` ranges of at least
-    /// the output level's target file size each. The boundaries are the
-    /// inputs' first and last keys, chosen so the ranges hold about equal
-    /// input bytes, each file's bytes spread evenly over the keys it spans.
+    /// the output level's target file size each. The boundaries are keys
+    /// sampled from the inputs' indexes (each input's anchors split it
+    /// into parts of equal size), chosen so the ranges hold about equal
+    /// input bytes.
     fn subcompaction_boundaries(&self, c: &Compaction) -> Vec<Vec<u8>> {
         let max = self.opts.max_subcompactions as usize;
         if max <= 1 || !(c.manual || (c.level == 0 && c.output_level > 0)) {
             return Vec::new();
         }
         let ucmp = &*self.user_cmp;
-        let files: Vec<&Arc<FileMetaData>> = c.all_inputs().collect();
-        let total: u64 = files.iter().map(|f| f.file_size).sum();
+        let total: u64 = c.all_inputs().map(|f| f.file_size).sum();
         let target = self.opts.target_file_size(c.output_level).max(1);
         let ranges = max.min((total / target) as usize);
         if ranges <= 1 {
             return Vec::new();
         }
-        let mut keys: Vec<&[u8]> = files
-            .iter()
-            .flat_map(|f| [f.smallest.user_key(), f.largest.user_key()])
-            .collect();
-        keys.sort_by(|a, b| ucmp.compare(a, b));
-        keys.dedup_by(|a, b| ucmp.compare(a, b) == CmpOrdering::Equal);
-        // weight[i]: input bytes between keys[i] and keys[i + 1].
-        let mut weight = vec![0f64; keys.len()];
-        let position =
-            |key: &[u8]| keys.partition_point(|k| ucmp.compare(k, key) == CmpOrdering::Less);
-        for f in &files {
-            let first = position(f.smallest.user_key());
-            let spans = position(f.largest.user_key()).saturating_sub(first).max(1);
-            for w in &mut weight[first..first + spans] {
-                *w += f.file_size as f64 / spans as f64;
+        // Each input's key anchors (points splitting it into parts of
+        // equal size, from its index) with the bytes before each, in key
+        // order: a level-0 file spanning the whole key space then weighs
+        // on each part of it as its data does.
+        let mut anchors: Vec<(Vec<u8>, f64)> = Vec::new();
+        for (i, inputs) in c.inputs.iter().enumerate() {
+            let level = if i == 0 { c.level } else { c.output_level };
+            for f in inputs {
+                let keys = match self.table_cache.get_for(f, level) {
+                    Ok(t) => t
+                        .key_anchors(SUBCOMPACTION_ANCHORS_PER_FILE)
+                        .unwrap_or_default(),
+                    Err(_) => Vec::new(),
+                };
+                let mut keys = if keys.is_empty() {
+                    vec![f.largest.user_key().to_vec()]
+                } else {
+                    keys
+                };
+                keys.dedup();
+                let share = f.file_size as f64 / keys.len() as f64;
+                anchors.extend(keys.into_iter().map(|k| (k, share)));
             }
         }
+        anchors.sort_by(|a, b| ucmp.compare(&a.0, &b.0));
+        let first = c
+            .all_inputs()
+            .map(|f| f.smallest.user_key())
+            .min_by(|a, b| ucmp.compare(a, b));
         let step = total as f64 / ranges as f64;
         let mut boundaries: Vec<Vec<u8>> = Vec::new();
         let mut before = 0.0;
-        for (i, key) in keys.iter().enumerate() {
-            if i > 0
-                && boundaries.len() + 1 < ranges
-                && before >= step * (boundaries.len() + 1) as f64
-            {
-                boundaries.push(key.to_vec());
+        for (key, bytes) in anchors {
+            before += bytes;
+            if boundaries.len() + 1 >= ranges {
+                break;
             }
-            before += weight[i];
+            if before < step * (boundaries.len() + 1) as f64 {
+                continue;
+            }
+            // A range starts after the anchor that ends its predecessor's
+            // share; boundaries ascend strictly and skip the first key.
+            let after_first = first.is_none_or(|f| ucmp.compare(&key, f) == CmpOrdering::Greater);
+            let ascending = boundaries
+                .last()
+                .is_none_or(|b| ucmp.compare(&key, b) == CmpOrdering::Greater);
+            if after_first && ascending {
+                boundaries.push(key);
+            }
         }
         boundaries
     }
