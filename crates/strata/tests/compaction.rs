@@ -5,13 +5,15 @@
 
 mod common;
 
+use common::{contents, prop};
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata_kv::env::MemFileSystem;
-use strata_kv::{BlockBasedOptions, IteratorMode, Options, DB};
+use strata_kv::{BlockBasedOptions, Options, DB};
 
 fn tiny(fs: &MemFileSystem, dynamic: bool) -> Options {
     let mut opts = Options::default();
@@ -29,20 +31,6 @@ fn tiny(fs: &MemFileSystem, dynamic: bool) -> Options {
     t.set_bloom_filter(10.0, false);
     opts.set_block_based_table_factory(&t);
     opts
-}
-
-fn prop(db: &DB, name: &str) -> u64 {
-    db.property_value(name)
-        .unwrap()
-        .unwrap_or_else(|| panic!("no property {name}"))
-        .parse()
-        .unwrap()
-}
-
-fn contents(db: &DB) -> Vec<(Vec<u8>, Vec<u8>)> {
-    db.iterator(IteratorMode::Start)
-        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
-        .collect()
 }
 
 #[test]

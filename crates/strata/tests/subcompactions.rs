@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::{contents, prop};
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -32,20 +34,6 @@ fn options(fs: Arc<dyn FileSystem>, subcompactions: u32) -> Options {
     t.set_bloom_filter(10.0, false);
     opts.set_block_based_table_factory(&t);
     opts
-}
-
-fn prop(db: &DB, name: &str) -> u64 {
-    db.property_value(name)
-        .unwrap()
-        .unwrap_or_else(|| panic!("no property {name}"))
-        .parse()
-        .unwrap()
-}
-
-fn contents(db: &DB) -> Vec<(Vec<u8>, Vec<u8>)> {
-    db.iterator(IteratorMode::Start)
-        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
-        .collect()
 }
 
 fn key(i: u32) -> Vec<u8> {

@@ -1214,6 +1214,40 @@ impl crate::env::RandomAccessFile for CountingFile {
     }
 }
 
+/// `bytes` as a table whose file counts its reads.
+fn counting_table(
+    bytes: &[u8],
+    cmp: &Arc<dyn Comparator>,
+) -> (Arc<TableReader>, Arc<CountingFile>) {
+    let fs = MemFileSystem::new();
+    let path = Path::new("/t/000001.sst");
+    fs.create_dir_all(Path::new("/t")).unwrap();
+    crate::env::write_file_atomic(&fs, path, bytes).unwrap();
+    let file = Arc::new(CountingFile {
+        inner: fs.open_random_access(path).unwrap(),
+        reads: Default::default(),
+    });
+    let table = Arc::new(TableReader::open(file.clone(), "000001.sst", cmp.clone()).unwrap());
+    (table, file)
+}
+
+/// Scans `it` from the first entry: the entries, and the reads of `file`
+/// the scan made.
+fn counted_scan(mut it: TableIterator, file: &CountingFile) -> (Entries, usize) {
+    let before = file.reads.load(std::sync::atomic::Ordering::Relaxed);
+    let mut got = Vec::new();
+    it.seek_to_first();
+    while it.valid() {
+        got.push((it.key().to_vec(), it.value().to_vec()));
+        it.next();
+    }
+    it.status().unwrap();
+    (
+        got,
+        file.reads.load(std::sync::atomic::Ordering::Relaxed) - before,
+    )
+}
+
 /// A scan reads ahead once its block reads are sequential: far fewer reads
 /// than blocks, the same entries both ways, and a damaged block inside a
 /// read-ahead buffer is still Corruption.
@@ -1228,30 +1262,9 @@ fn scans_read_ahead_and_still_check_every_block() {
     };
     let (mut bytes, props) = write_table(&entries, &opts);
     assert!(props.num_data_blocks > 100, "{props:?}");
-    let open = |bytes: &[u8]| {
-        let fs = MemFileSystem::new();
-        let path = Path::new("/t/000001.sst");
-        fs.create_dir_all(Path::new("/t")).unwrap();
-        crate::env::write_file_atomic(&fs, path, bytes).unwrap();
-        let file = Arc::new(CountingFile {
-            inner: fs.open_random_access(path).unwrap(),
-            reads: Default::default(),
-        });
-        let table = Arc::new(TableReader::open(file.clone(), "000001.sst", cmp.clone()).unwrap());
-        (table, file)
-    };
-    let (table, file) = open(&bytes);
-    let before = file.reads.load(std::sync::atomic::Ordering::Relaxed);
-    let mut it = table.iter_opt(false);
-    let mut got = Vec::new();
-    it.seek_to_first();
-    while it.valid() {
-        got.push((it.key().to_vec(), it.value().to_vec()));
-        it.next();
-    }
-    it.status().unwrap();
+    let (table, file) = counting_table(&bytes, &cmp);
+    let (got, reads) = counted_scan(table.iter_opt(false), &file);
     assert_eq!(got, entries);
-    let reads = file.reads.load(std::sync::atomic::Ordering::Relaxed) - before;
     assert!(
         reads * 10 < props.num_data_blocks as usize,
         "{reads} reads for {} blocks",
@@ -1261,7 +1274,7 @@ fn scans_read_ahead_and_still_check_every_block() {
     // A flipped byte in a block deep in the table: the scan stops there.
     let at = (props.data_size / 2) as usize;
     bytes[at] ^= 0x40;
-    let (table, _) = open(&bytes);
+    let (table, _) = counting_table(&bytes, &cmp);
     let mut it = table.iter_opt(false);
     it.seek_to_first();
     let mut n = 0;
@@ -1286,31 +1299,14 @@ fn fixed_readahead_reads_ahead_from_the_first_block() {
         ..TableOptions::default()
     };
     let (bytes, props) = write_table(&entries, &opts);
-    let fs = MemFileSystem::new();
-    let path = Path::new("/t/000001.sst");
-    fs.create_dir_all(Path::new("/t")).unwrap();
-    crate::env::write_file_atomic(&fs, path, &bytes).unwrap();
-    let file = Arc::new(CountingFile {
-        inner: fs.open_random_access(path).unwrap(),
-        reads: Default::default(),
-    });
-    let table = Arc::new(TableReader::open(file.clone(), "000001.sst", cmp.clone()).unwrap());
+    let (table, file) = counting_table(&bytes, &cmp);
     for (ahead, most) in [
         (props.data_size * 2, 1),
         (props.data_size / 4 + 1, 5),
         (0, props.num_data_blocks as usize / 10),
     ] {
-        let before = file.reads.load(std::sync::atomic::Ordering::Relaxed);
-        let mut it = table.iter_opt(false).with_readahead(ahead);
-        let mut got = Vec::new();
-        it.seek_to_first();
-        while it.valid() {
-            got.push((it.key().to_vec(), it.value().to_vec()));
-            it.next();
-        }
-        it.status().unwrap();
+        let (got, reads) = counted_scan(table.iter_opt(false).with_readahead(ahead), &file);
         assert_eq!(got, entries);
-        let reads = file.reads.load(std::sync::atomic::Ordering::Relaxed) - before;
         assert!(
             reads <= most,
             "readahead {ahead}: {reads} data reads, at most {most} expected"

@@ -7,7 +7,23 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use strata_kv::env::FileSystem;
-use strata_kv::DB;
+use strata_kv::{IteratorMode, DB};
+
+/// The value of integer property `name`.
+pub fn prop(db: &DB, name: &str) -> u64 {
+    db.property_value(name)
+        .unwrap()
+        .unwrap_or_else(|| panic!("no property {name}"))
+        .parse()
+        .unwrap()
+}
+
+/// Every key-value pair of `db`, in order.
+pub fn contents(db: &DB) -> Vec<(Vec<u8>, Vec<u8>)> {
+    db.iterator(IteratorMode::Start)
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect()
+}
 
 /// Names of the files in `dir` that end with `suffix`, sorted.
 pub fn files_ending(fs: &dyn FileSystem, dir: &str, suffix: &str) -> Vec<String> {
