@@ -171,23 +171,36 @@ impl Table {
     }
 
     /// Up to about `max` user keys that split the table's data into parts
-    /// of about equal size, ascending (RocksDB's key anchors): sampled from
+    /// of about equal size, distinct and ascending (RocksDB's key anchors): sampled from
     /// the index of a block-based table; none for a packed table (its
     /// bounds stand for it).
     pub(crate) fn key_anchors(&self, max: usize) -> Result<Vec<Vec<u8>>> {
         let Table::Block(t) = self else {
             return Ok(Vec::new());
         };
+        // One index entry per data block: keep every `step`-th, copying
+        // only those.
+        let blocks = t.properties().num_data_blocks as usize;
+        let step = blocks.div_ceil(max.max(1)).max(1);
         let mut index = t.index_iter()?;
         let mut keys = Vec::new();
         index.seek_to_first();
+        let mut n = 0;
         while index.valid() {
-            keys.push(crate::key::extract_user_key(index.key()).to_vec());
+            n += 1;
+            let key = crate::key::extract_user_key(index.key());
+            // A user key whose versions span blocks is one anchor.
+            if n % step == 0
+                && keys
+                    .last()
+                    .is_none_or(|last: &Vec<u8>| last.as_slice() != key)
+            {
+                keys.push(key.to_vec());
+            }
             index.next();
         }
         index.status()?;
-        let step = keys.len().div_ceil(max.max(1)).max(1);
-        Ok(keys.into_iter().skip(step - 1).step_by(step).collect())
+        Ok(keys)
     }
 
     /// An iterator for a compaction input: no cache fill, and data blocks

@@ -1319,3 +1319,43 @@ fn fixed_readahead_reads_ahead_from_the_first_block() {
         }
     }
 }
+
+/// Key anchors: at most the number asked for (and about that many),
+/// ascending, spread over the whole table.
+#[test]
+fn key_anchors_sample_the_index_evenly() {
+    let cmp: Arc<dyn Comparator> = Arc::new(crate::key::BytewiseComparator);
+    let mut rng = StdRng::seed_from_u64(33);
+    let entries = random_entries(&mut rng, 3000, &cmp);
+    let opts = TableOptions {
+        block_size: 512,
+        ..TableOptions::default()
+    };
+    let (bytes, props) = write_table(&entries, &opts);
+    let blocks = props.num_data_blocks as usize;
+    assert!(blocks > 100, "{props:?}");
+    let (table, _) = counting_table(&bytes, &cmp);
+    let table = crate::sst::table::Table::Block(table);
+    let user = |k: &[u8]| crate::key::extract_user_key(k).to_vec();
+    for max in [1, 8, 128, 100_000] {
+        let anchors = table.key_anchors(max).unwrap();
+        let parts = max.min(blocks);
+        assert!(
+            anchors.len() <= parts && anchors.len() * 2 >= parts,
+            "{max}: {} anchors for {parts} parts",
+            anchors.len()
+        );
+        assert!(
+            anchors.windows(2).all(|w| w[0] < w[1]),
+            "{max}: not ascending"
+        );
+        // The last anchor lies in the table's second half.
+        let last = anchors.last().unwrap();
+        let at = entries.partition_point(|(k, _)| user(k) < *last);
+        assert!(
+            at * 2 >= entries.len(),
+            "{max}: last anchor at entry {at} of {}",
+            entries.len()
+        );
+    }
+}

@@ -91,25 +91,26 @@ impl DbInner {
             return Ok(());
         }
         let snapshots: Vec<SequenceNumber> = st.snapshots.keys().copied().collect();
-        // One job per key range: [start, boundary 1), ..., [last, end].
-        let mut jobs = Vec::new();
-        let mut lower = None;
-        for upper in self
-            .subcompaction_boundaries(c)
-            .into_iter()
-            .map(Some)
-            .chain(std::iter::once(None))
-        {
-            jobs.push(Job {
-                db: self,
-                c,
-                snapshots: snapshots.clone(),
-                lower: lower.take(),
-                upper: upper.clone(),
-            });
-            lower = upper;
-        }
         let results: Vec<JobResult> = MutexGuard::unlocked(st, || {
+            // The boundaries read the inputs' indexes: without the lock.
+            // One job per key range: [start, boundary 1), ..., [last, end].
+            let mut jobs = Vec::new();
+            let mut lower = None;
+            for upper in self
+                .subcompaction_boundaries(c)
+                .into_iter()
+                .map(Some)
+                .chain(std::iter::once(None))
+            {
+                jobs.push(Job {
+                    db: self,
+                    c,
+                    snapshots: snapshots.clone(),
+                    lower: lower.take(),
+                    upper: upper.clone(),
+                });
+                lower = upper;
+            }
             if jobs.len() == 1 {
                 return vec![jobs[0].run()];
             }
@@ -125,6 +126,7 @@ impl DbInner {
         });
         // The ranges' outputs in key order, installed together or not at
         // all: one failed range discards every range's tables.
+        let ranges = results.len() as u64;
         let (mut outputs, mut counts, mut numbers, mut failed) =
             (Vec::new(), (0u64, 0u64), Vec::new(), None);
         for r in results {
@@ -145,9 +147,8 @@ impl DbInner {
             self.discard_outputs(st, &numbers);
             return Err(e);
         }
-        if jobs.len() > 1 {
-            self.subcompactions
-                .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        if ranges > 1 {
+            self.subcompactions.fetch_add(ranges, Ordering::Relaxed);
         }
         let written: u64 = outputs.iter().map(|f| f.file_size).sum();
         for f in &outputs {
@@ -738,12 +739,11 @@ impl DbInner {
                         .unwrap_or_default(),
                     Err(_) => Vec::new(),
                 };
-                let mut keys = if keys.is_empty() {
+                let keys = if keys.is_empty() {
                     vec![f.largest.user_key().to_vec()]
                 } else {
                     keys
                 };
-                keys.dedup();
                 let share = f.file_size as f64 / keys.len() as f64;
                 anchors.extend(keys.into_iter().map(|k| (k, share)));
             }
