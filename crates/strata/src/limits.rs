@@ -27,6 +27,11 @@ pub const WRITE_BUFFER_SIZE_BYTES_MAX: usize = if usize::BITS >= 64 {
     usize::MAX
 };
 
+/// Most key ranges one compaction splits into
+/// (`Options::set_max_subcompactions`): each is a thread, and more would
+/// ask the system for threads it may not give. More is `InvalidArgument`.
+pub const SUBCOMPACTIONS_MAX: u32 = 64;
+
 /// Longest column family name, in bytes: a longer one is
 /// `InvalidArgument` (the name is written in every manifest).
 pub const COLUMN_FAMILY_NAME_BYTES_MAX: usize = 4096;

@@ -92,6 +92,18 @@ fn invalid_argument_for_each_documented_case() {
         "option",
     );
 
+    // More subcompactions than threads the engine will start for one.
+    let mut bad = opts.clone();
+    bad.set_max_subcompactions(strata_kv::limits::SUBCOMPACTIONS_MAX + 1);
+    expect(
+        DB::open(&bad, "/bad").map(drop),
+        "max_subcompactions",
+        "subcompactions over the limit",
+    );
+    let mut most = opts.clone();
+    most.set_max_subcompactions(strata_kv::limits::SUBCOMPACTIONS_MAX);
+    DB::open(&most, "/most").unwrap();
+
     let db = DB::open(&opts, "/db").unwrap();
     // Oversized key, value and batch; nothing is stored.
     let key = vec![b'k'; KEY_SIZE_BYTES_MAX + 1];

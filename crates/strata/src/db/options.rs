@@ -538,7 +538,8 @@ impl Options {
     /// that `compact_range` runs, is cut into up to `n` key ranges of at
     /// least an output file's target size each, merged in parallel (the
     /// compaction's own thread and `n - 1` more) and installed as one edit.
-    /// 0 is taken as 1.
+    /// 0 is taken as 1; more than [`SUBCOMPACTIONS_MAX`](crate::limits::SUBCOMPACTIONS_MAX)
+    /// fails the open with `InvalidArgument`.
     pub fn set_max_subcompactions(&mut self, n: u32) {
         self.max_subcompactions = n.max(1);
     }
@@ -768,6 +769,13 @@ impl Options {
         }
         if self.max_background_jobs == 0 {
             return bad("max_background_jobs must be positive".into());
+        }
+        if self.max_subcompactions > crate::limits::SUBCOMPACTIONS_MAX {
+            return bad(format!(
+                "max_subcompactions {} is over SUBCOMPACTIONS_MAX ({})",
+                self.max_subcompactions,
+                crate::limits::SUBCOMPACTIONS_MAX
+            ));
         }
         if let Some(p) = &self.packed {
             if p.from_level >= crate::version::NUM_LEVELS {
