@@ -228,7 +228,9 @@ fn check_direct_io(fs: &dyn crate::env::FileSystem, dir: &Path, opts: &Options) 
     if !(opts.use_direct_reads || opts.use_direct_io_for_flush_and_compaction) {
         return Ok(());
     }
-    let probe = dir.join("DIRECT-IO-PROBE");
+    // A temporary file's name: one a crash leaves behind is deleted by the
+    // next obsolete-file pass, and by `DB::destroy`.
+    let probe = super::filename::temp_file_name(dir, 0);
     let result = (|| {
         let data: Vec<u8> = (0..100u8).collect();
         let mut file = fs.create_direct(&probe)?;
