@@ -715,17 +715,17 @@ pub fn run(flags: &Flags) -> Result<RunStats, Failure> {
     }
     let sync = flags.flag("sync", false)?;
     let mut opts = db_options(flags)?;
-    let power_fs = (!power_loss.is_zero()).then(|| {
+    let power_fs = if power_loss.is_zero() {
+        None
+    } else {
         let fs = FaultInjectionFileSystem::new(Arc::new(PosixFileSystem::new()));
-        opts.set_file_system(Arc::new(fs.clone()));
-        fs
-    });
-    if let Some(fs) = &power_fs {
         if flags.flag("power_loss_keep_prefix", false)? {
             fs.set_crash_mode(CrashMode::KeepRandomPrefix);
             fs.set_seed(flags.get("seed", 0)?);
         }
-    }
+        opts.set_file_system(Arc::new(fs.clone()));
+        Some(fs)
+    };
     let faults = (!fault_interval.is_zero()).then(|| {
         let fs = FaultInjectionFileSystem::new(Arc::new(PosixFileSystem::new()));
         opts.set_file_system(Arc::new(fs.clone()));

@@ -37,7 +37,7 @@ const FILE: &str = "fuzz";
 /// Panics unless `e` is the error a decoder may give for bad bytes.
 fn expect_corruption(e: &Error) {
     assert!(
-        matches!(e, Error::Corruption { .. }),
+        e.is_corruption(),
         "bad bytes gave a non-corruption error: {e}"
     );
 }
@@ -58,11 +58,11 @@ fn icmp() -> Arc<dyn Comparator> {
 
 /// A cursor that turns fuzz bytes into structured input; reads past the
 /// end give zeros, so every input describes something.
-struct Bytes2<'a> {
+struct FuzzInput<'a> {
     data: &'a [u8],
 }
 
-impl<'a> Bytes2<'a> {
+impl<'a> FuzzInput<'a> {
     fn is_empty(&self) -> bool {
         self.data.is_empty()
     }
@@ -145,7 +145,7 @@ pub fn data_block(data: &[u8]) {
         return;
     }
     // Round trip: user keys with 1-3 versions each, newest first.
-    let mut src = Bytes2 { data: rest };
+    let mut src = FuzzInput { data: rest };
     let mut users = BTreeMap::new();
     while !src.is_empty() && users.len() < 400 {
         let user = src.bytes(12).to_vec();
@@ -217,7 +217,7 @@ pub fn index_block(data: &[u8]) {
         }
         return;
     }
-    let mut src = Bytes2 { data: rest };
+    let mut src = FuzzInput { data: rest };
     let handle = BlockHandle {
         offset: src.u64() >> (mode >> 2),
         size: src.u64() >> 20,
@@ -252,7 +252,7 @@ pub fn filter(data: &[u8]) {
         }
         return;
     }
-    let mut src = Bytes2 { data: rest };
+    let mut src = FuzzInput { data: rest };
     let mut keys = Vec::new();
     while !src.is_empty() && keys.len() < 2000 {
         keys.push(src.bytes(24));
@@ -358,7 +358,7 @@ pub fn wal(data: &[u8]) {
         }
         return;
     }
-    let mut src = Bytes2 { data: rest };
+    let mut src = FuzzInput { data: rest };
     let mut records = Vec::new();
     let mut w = LogWriter::new(fs.create(path).expect("mem fs"));
     while !src.is_empty() && records.len() < 64 {
@@ -524,28 +524,28 @@ pub fn write_seeds(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// A fuzz target's body.
-pub type Target = fn(&[u8]);
-
-/// Every target, in the order of `fuzz/Cargo.toml`'s decoder targets.
-pub const TARGETS: [(&str, Target); 9] = [
-    ("data_block", data_block),
-    ("index_block", index_block),
-    ("filter", filter),
-    ("properties", properties),
-    ("range_del_block", range_del_block),
-    ("wal", wal),
-    ("version_edit", version_edit),
-    ("write_batch", write_batch),
-    ("current", current),
-];
-
 #[cfg(test)]
 mod tests {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 
     use super::*;
+
+    /// A fuzz target's body.
+    type Target = fn(&[u8]);
+
+    /// Every target, in the order of `fuzz/Cargo.toml`'s decoder targets.
+    const TARGETS: [(&str, Target); 9] = [
+        ("data_block", data_block),
+        ("index_block", index_block),
+        ("filter", filter),
+        ("properties", properties),
+        ("range_del_block", range_del_block),
+        ("wal", wal),
+        ("version_edit", version_edit),
+        ("write_batch", write_batch),
+        ("current", current),
+    ];
 
     /// A fresh seed directory per test.
     fn seeds(test: &str) -> std::path::PathBuf {
