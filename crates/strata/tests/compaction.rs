@@ -317,3 +317,40 @@ fn concurrent_reader_releases_leave_no_obsolete_file() {
     let live = common::assert_files_are_live(&fs, "/db", &db, "after concurrent reads");
     assert!(live > 1, "the test made too few tables to mean anything");
 }
+
+/// With automatic compactions off, level 0 grows past the stop trigger
+/// and writes go on (nothing would ever bring it back down; RocksDB
+/// applies the level-0 triggers only with automatic compactions on);
+/// a manual compaction then brings it down. The writes run on a thread
+/// with a deadline, so a stall fails the test instead of hanging it.
+#[test]
+fn writes_never_stall_on_level0_with_automatic_compactions_off() {
+    let fs = MemFileSystem::new();
+    let mut opts = tiny(&fs, false);
+    opts.set_disable_auto_compactions(true);
+    opts.set_level_zero_slowdown_writes_trigger(2);
+    opts.set_level_zero_stop_writes_trigger(3);
+    let db = Arc::new(DB::open(&opts, "/db").unwrap());
+    let (done, finished) = std::sync::mpsc::channel();
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            for i in 0..20_000u32 {
+                db.put(format!("{:08}", i * 7919 % 20_000), [b'v'; 50])
+                    .unwrap();
+            }
+            done.send(()).unwrap();
+        })
+    };
+    finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("writes stalled on level 0 with automatic compactions off");
+    writer.join().unwrap();
+    assert!(
+        prop(&db, "strata.num-files-at-level0") > 3,
+        "level 0 never passed the stop trigger"
+    );
+    db.compact_range(None::<&[u8]>, None::<&[u8]>).unwrap();
+    assert_eq!(prop(&db, "strata.num-files-at-level0"), 0);
+    assert_eq!(contents(&db).len(), 20_000);
+}

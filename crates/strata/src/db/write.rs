@@ -235,7 +235,15 @@ impl DbInner {
             let mut stop = false;
             for (&id, cf) in &st.cfs {
                 let o = &cf.handle.opts;
-                let l0 = st.versions.level0_depth(id);
+                // Level 0 stalls wait for compactions; with automatic
+                // compactions off none will come, and the writes would
+                // wait for good (RocksDB applies the level-0 triggers only
+                // with them on too).
+                let l0 = if o.disable_auto_compactions {
+                    0
+                } else {
+                    st.versions.level0_depth(id)
+                };
                 slow |= l0 >= o.level0_slowdown_writes_trigger;
                 // An empty memtable is never switched: it may already
                 // account for more than a tiny buffer, and switching it
