@@ -124,9 +124,12 @@ fn subcompactions_keep_the_model_and_agree_with_one_range() {
     }
 }
 
-/// A table write failing in one range of a split `compact_range`: the
-/// compaction fails, no range's table is installed or left on disk, the
-/// data is intact, and after `resume` the same compaction succeeds.
+/// A table write failing in one range of a split `compact_range` while a
+/// snapshot and an iterator hold the inputs' version: the compaction
+/// fails, no range's table is installed or left on disk, the data is
+/// intact, and after `resume` the same compaction succeeds; the iterator
+/// still reads the old version whole, the snapshot its own view, and once
+/// they go the directory holds exactly the live tables.
 #[test]
 fn a_failed_range_installs_nothing_and_leaves_no_file() {
     let mem = MemFileSystem::new();
@@ -140,7 +143,15 @@ fn a_failed_range_installs_nothing_and_leaves_no_file() {
         random_writes(&db, &mut model, &mut rng, 5_000);
         db.flush().unwrap();
     }
-    let before = common::assert_files_are_live(&mem, "/db", &db, "before");
+    common::assert_files_are_live(&mem, "/db", &db, "before");
+    let at_snapshot = model.clone();
+    let snapshot = db.snapshot();
+    let mut old = db.raw_iterator();
+    old.seek_to_first();
+    random_writes(&db, &mut model, &mut rng, 2_000);
+    db.flush().unwrap();
+    // No compaction ran: every table the held version names is live.
+    let before = common::assert_files_are_live(&mem, "/db", &db, "with readers held");
     // The split's tables are written in parallel; the fifth append to a
     // table from here on fails, in whichever range makes it.
     fs.inject(
@@ -164,5 +175,27 @@ fn a_failed_range_installs_nothing_and_leaves_no_file() {
     db.compact_range(None::<&[u8]>, None::<&[u8]>).unwrap();
     assert!(prop(&db, "strata.num-subcompactions") > 0);
     assert!(contents(&db) == model.into_iter().collect::<Vec<_>>());
+    let mut seen = Vec::new();
+    while old.valid() {
+        seen.push((old.key().unwrap().to_vec(), old.value().unwrap().to_vec()));
+        old.next();
+    }
+    old.status().unwrap();
+    assert!(
+        seen == at_snapshot.clone().into_iter().collect::<Vec<_>>(),
+        "the held iterator"
+    );
+    let mut ro = ReadOptions::default();
+    ro.set_snapshot(&snapshot);
+    let view: Vec<(Vec<u8>, Vec<u8>)> = db
+        .iterator_opt(IteratorMode::Start, ro)
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect();
+    assert!(
+        view == at_snapshot.into_iter().collect::<Vec<_>>(),
+        "the snapshot"
+    );
+    drop(old);
+    drop(snapshot);
     common::assert_files_are_live(&mem, "/db", &db, "after the retry");
 }
