@@ -42,6 +42,9 @@ pub(crate) struct Writer {
 pub(crate) struct WriterSlot {
     /// None for a flush request (it only makes room).
     pub(crate) batch: Option<WriteBatch>,
+    /// Set by the leader of a group inserted in parallel: this writer's
+    /// own batch goes into the memtables now.
+    pub(crate) job: Option<super::write::InsertJob>,
     pub(crate) done: bool,
     pub(crate) result: Result<()>,
 }
@@ -130,6 +133,13 @@ pub(crate) struct DbState {
     pub(crate) user_bytes: u64,
     /// Bytes appended to logs.
     pub(crate) wal_bytes: u64,
+    /// Write groups committed, the writers in them, and the groups whose
+    /// writers inserted into the memtables in parallel.
+    pub(crate) write_groups: u64,
+    pub(crate) group_writers: u64,
+    pub(crate) parallel_groups: u64,
+    /// Batches their own writers inserted, beside the leader.
+    pub(crate) parallel_batches: u64,
     /// Bytes appended to each log that may still be needed, oldest first
     /// (for `max_total_wal_size`).
     pub(crate) live_logs: VecDeque<(u64, u64)>,

@@ -555,6 +555,10 @@ impl DB {
     /// `strata.levelstats`, `strata.sstables`, `strata.num-files-at-level<N>`,
     /// `strata.total-sst-files-size`, `strata.cur-size-all-mem-tables`,
     /// `strata.estimate-num-keys`, `strata.user-bytes-written`,
+    /// `strata.num-write-groups` (group commits) and
+    /// `strata.num-parallel-write-groups` (those shared out for parallel
+    /// memtable inserts), `strata.num-parallel-write-batches` (batches in
+    /// them that their own writer inserted, beside the leader),
     /// `strata.num-point-reads` (keys looked up by get and MultiGet),
     /// `strata.num-iterator-steps` (iterator positionings and steps,
     /// counted by each iterator in runs of 1,024 and when it drops),
@@ -862,6 +866,9 @@ impl DbInner {
             }
             "stats" => Some(self.stats_string(&st, &v)),
             "user-bytes-written" => Some(st.user_bytes.to_string()),
+            "num-write-groups" => Some(st.write_groups.to_string()),
+            "num-parallel-write-groups" => Some(st.parallel_groups.to_string()),
+            "num-parallel-write-batches" => Some(st.parallel_batches.to_string()),
             "num-point-reads" => Some(self.point_reads.sum().to_string()),
             "num-iterator-steps" => Some(self.iterator_steps.sum().to_string()),
             "num-subcompactions" => Some(
@@ -929,6 +936,14 @@ impl DbInner {
             st.versions.last_sequence(),
             self.table_cache.len(),
             st.cf(self.id).running.len()
+        ));
+        out.push_str(&format!(
+            "Write groups: {}, {:.2} writers per group; {} shared out for parallel inserts, \
+             in which {} followers inserted their own batch\n",
+            st.write_groups,
+            st.group_writers as f64 / st.write_groups.max(1) as f64,
+            st.parallel_groups,
+            st.parallel_batches
         ));
         out.push_str(&format!(
             "Subcompactions: {} ranges run; tables dropped unread: {}\n",

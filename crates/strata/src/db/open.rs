@@ -363,6 +363,10 @@ fn build(
         snapshots: Default::default(),
         old_versions: Vec::new(),
         user_bytes: 0,
+        write_groups: 0,
+        group_writers: 0,
+        parallel_groups: 0,
+        parallel_batches: 0,
         unpersisted_data: false,
         wal_bytes: 0,
         live_logs: Default::default(),
@@ -580,6 +584,8 @@ impl DbInner {
                 },
                 &batch,
                 first,
+                usize::MAX,
+                false,
             );
             let last = first + batch.len() as u64 - 1;
             rec.last = Some(last);

@@ -253,6 +253,7 @@ pub struct Options {
     pub(crate) max_open_files: i32,
     pub(crate) skip_checking_sst_file_sizes_on_db_open: bool,
     pub(crate) paranoid_checks: bool,
+    pub(crate) allow_concurrent_memtable_write: bool,
     pub(crate) compression: CompressionType,
     pub(crate) disable_auto_compactions: bool,
     pub(crate) level_compaction_dynamic_level_bytes: bool,
@@ -325,6 +326,7 @@ impl Default for Options {
             max_open_files: -1,
             skip_checking_sst_file_sizes_on_db_open: false,
             paranoid_checks: true,
+            allow_concurrent_memtable_write: true,
             compression: CompressionType::Snappy,
             disable_auto_compactions: false,
             level_compaction_dynamic_level_bytes: false,
@@ -594,6 +596,17 @@ impl Options {
         self.paranoid_checks = v;
     }
 
+    /// Lets the writers of one write group insert their own batches into
+    /// the memtable at the same time, once the group's log record is
+    /// written (default true, as RocksDB): the group's leader writes the
+    /// log, then every writer links its entries into the skiplist with
+    /// compare-and-swap, and the group's writes become visible together
+    /// when the last one is done. With `false` the leader inserts the whole
+    /// group. Groups of one writer are the same either way.
+    pub fn set_allow_concurrent_memtable_write(&mut self, v: bool) {
+        self.allow_concurrent_memtable_write = v;
+    }
+
     /// Table files kept open (-1: no limit).
     pub fn set_max_open_files(&mut self, n: i32) {
         self.max_open_files = n;
@@ -732,6 +745,7 @@ impl Options {
         o.max_open_files = db.max_open_files;
         o.skip_checking_sst_file_sizes_on_db_open = db.skip_checking_sst_file_sizes_on_db_open;
         o.paranoid_checks = db.paranoid_checks;
+        o.allow_concurrent_memtable_write = db.allow_concurrent_memtable_write;
         o.wal_recovery_mode = db.wal_recovery_mode;
         o.fs = db.fs.clone();
         o.rate_limiter = db.rate_limiter.clone();

@@ -4,10 +4,13 @@
 //! Writers queue up; the one at the front (the leader) takes the batches of
 //! the writers behind it, writes them to the log as one record, syncs once
 //! if any of them asked, inserts them into the memtable and wakes them. Only
-//! the leader touches the log and inserts into the memtable, so the
-//! memtable's single-writer contract holds.
+//! the leader touches the log. With `allow_concurrent_memtable_write` (the
+//! default) a group of several writers is inserted by all of them at once,
+//! each its own batch at its own sequence numbers, through the memtable's
+//! concurrent writers; the leader waits for the last, then makes the
+//! group's writes visible together, as before.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,8 +47,55 @@ fn await_change(counter: &AtomicU32, seen: u32) {
     }
 }
 
+/// Returns once `pending` is zero, or after [`WRITER_SPIN`], as
+/// [`await_change`].
+fn await_zero(pending: &AtomicUsize) {
+    let start = std::time::Instant::now();
+    while pending.load(Ordering::Acquire) != 0 && start.elapsed() < WRITER_SPIN {
+        std::thread::yield_now();
+    }
+}
+
 /// Largest group a leader builds, in bytes of batch encoding.
 const GROUP_BYTES_MAX: usize = 1 << 20;
+
+/// A follower's part of a group inserted in parallel: its own batch, at
+/// sequence numbers from `first_seq`, into the group's memtables.
+pub(crate) struct InsertJob {
+    first_seq: u64,
+    mems: Arc<Memtables>,
+    group: Arc<GroupInsert>,
+}
+
+/// What the writers of a group inserted in parallel share.
+struct GroupInsert {
+    /// Followers not done yet.
+    pending: AtomicUsize,
+    /// Followers that inserted their own batch (the leader inserted the
+    /// others').
+    helped: AtomicUsize,
+    /// Woken (under the database mutex) by the last follower done.
+    leader: Arc<Writer>,
+}
+
+/// Counts a follower's part of a parallel insert as done when dropped:
+/// under the database mutex (the caller's duty), so the leader cannot miss
+/// the last one (see `insert_in_parallel`).
+struct CountDown<'a>(&'a GroupInsert);
+
+impl Drop for CountDown<'_> {
+    fn drop(&mut self) {
+        if self.0.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let leader = &self.0.leader;
+            leader.wakeups.fetch_add(1, Ordering::Release);
+            leader.cv.notify_one();
+        }
+    }
+}
+
+/// A writer of the group behind the leader, with the index of its first
+/// record in the group.
+type Follower = (Arc<Writer>, u64);
 
 impl DbInner {
     /// Applies `batch`.
@@ -77,6 +127,7 @@ impl DbInner {
         let w = Arc::new(Writer {
             slot: Mutex::new(WriterSlot {
                 batch,
+                job: None,
                 done: false,
                 result: Ok(()),
             }),
@@ -88,11 +139,32 @@ impl DbInner {
         let mut st = self.state.lock();
         st.writers.push_back(w.clone());
         loop {
-            {
-                let slot = w.slot.lock();
+            let job = {
+                let mut slot = w.slot.lock();
                 if slot.done {
                     return slot.result.clone();
                 }
+                slot.job.take().map(|job| (job, slot.batch.take()))
+            };
+            if let Some((job, batch)) = job {
+                // Declared after `st`, so dropped first, with the mutex held,
+                // even when the insert panics: the leader is not left waiting.
+                let count_down = CountDown(&job.group);
+                job.group.helped.fetch_add(1, Ordering::Relaxed);
+                // The leader logged the group: insert this writer's part.
+                MutexGuard::unlocked(&mut st, || {
+                    if let Some(batch) = &batch {
+                        insert_into(
+                            |cf| job.mems.get(cf),
+                            batch,
+                            job.first_seq,
+                            usize::MAX,
+                            true,
+                        );
+                    }
+                });
+                drop(count_down);
+                continue;
             }
             if st.writers.front().is_some_and(|f| Arc::ptr_eq(f, &w)) {
                 break;
@@ -113,9 +185,10 @@ impl DbInner {
         let mut result = self.make_room_for_write(&mut st, force.then_some(self.id));
         let mut last = 0;
         if result.is_ok() && !force {
-            let (group, n) = Self::build_group(&st, &w);
+            let parallel = self.db_opts.allow_concurrent_memtable_write;
+            let (group, n, followers) = Self::build_group(&st, &w, parallel);
             last = n;
-            result = self.write_group(&mut st, group, sync, disable_wal);
+            result = self.write_group(&mut st, &w, group, followers, sync, disable_wal);
         }
         for _ in 0..=last {
             let Some(done) = st.writers.pop_front() else {
@@ -137,9 +210,16 @@ impl DbInner {
     }
 
     /// Joins the leader's batch with those of compatible writers behind it.
-    /// Returns the group and the queue index of its last writer.
-    fn build_group(st: &DbState, leader: &Arc<Writer>) -> (WriteBatch, usize) {
+    /// Returns the group, the queue index of its last writer and, when
+    /// `parallel`, the writers behind the leader with the index of their
+    /// first record in the group.
+    fn build_group(
+        st: &DbState,
+        leader: &Arc<Writer>,
+        parallel: bool,
+    ) -> (WriteBatch, usize, Vec<Follower>) {
         let mut group = leader.slot.lock().batch.take().unwrap_or_default();
+        let mut followers = Vec::new();
         let first = group.size_in_bytes();
         // A small first batch does not wait for a big group (as LevelDB).
         let max = if first <= 128 << 10 {
@@ -157,23 +237,31 @@ impl DbInner {
             if group.size_in_bytes() + b.size_in_bytes() > max {
                 break;
             }
+            if parallel {
+                followers.push((w.clone(), group.len() as u64));
+            }
             group.append(b);
             last = i;
         }
-        (group, last)
+        (group, last, followers)
     }
 
-    /// Logs and applies a group, with the lock released during the I/O.
+    /// Logs and applies a group, with the lock released during the I/O and
+    /// the inserts. With `followers`, each of them inserts its own batch
+    /// while the leader inserts its own.
     fn write_group(
         &self,
         st: &mut MutexGuard<'_, DbState>,
+        leader: &Arc<Writer>,
         mut group: WriteBatch,
+        followers: Vec<Follower>,
         sync: bool,
         disable_wal: bool,
     ) -> Result<()> {
         let first_seq = st.versions.last_sequence() + 1;
         group.set_sequence(first_seq);
         let mems = Memtables::of(st, group.has_cf());
+        let parallel = !followers.is_empty();
         let mut log = if disable_wal { None } else { st.log.take() };
         let io = MutexGuard::unlocked(st, || -> Result<()> {
             if let Some(log) = log.as_mut() {
@@ -185,11 +273,18 @@ impl DbInner {
                     log.flush()?;
                 }
             }
-            insert_into(|cf| mems.get(cf), &group, first_seq);
+            if !parallel {
+                insert_into(|cf| mems.get(cf), &group, first_seq, usize::MAX, false);
+            }
             Ok(())
         });
         if !disable_wal {
             st.log = log;
+        }
+        let writers = 1 + followers.len() as u64;
+        if io.is_ok() && parallel {
+            self.insert_in_parallel(st, leader, &group, first_seq, mems, followers);
+            st.parallel_groups += 1;
         }
         match io {
             Ok(()) => {
@@ -197,6 +292,8 @@ impl DbInner {
                     .set_last_sequence(first_seq + group.len() as u64 - 1);
                 self.publish_sequence(st);
                 st.user_bytes += group.size_in_bytes() as u64;
+                st.write_groups += 1;
+                st.group_writers += writers;
                 if disable_wal {
                     st.unpersisted_data = true;
                 } else {
@@ -214,6 +311,69 @@ impl DbInner {
                 Err(e)
             }
         }
+    }
+
+    /// Hands each follower its part of the logged `group`, inserts the
+    /// leader's own part (its records come first), then the part of every
+    /// follower that has not taken its own, and returns when every part is
+    /// in. The sequence numbers are published by the caller, after this:
+    /// no reader sees part of a group.
+    ///
+    /// A follower that is watching (spinning) takes its part and inserts it
+    /// alongside the leader; one asleep is not woken for it (a wake-up costs
+    /// more than the insert), and the leader inserts its part instead. The
+    /// follower's slot decides who takes a part.
+    fn insert_in_parallel(
+        &self,
+        st: &mut MutexGuard<'_, DbState>,
+        leader: &Arc<Writer>,
+        group: &WriteBatch,
+        first_seq: u64,
+        mems: Memtables,
+        followers: Vec<Follower>,
+    ) {
+        let leader_records = followers[0].1 as usize;
+        let mems = Arc::new(mems);
+        let shared = Arc::new(GroupInsert {
+            pending: AtomicUsize::new(followers.len()),
+            helped: AtomicUsize::new(0),
+            leader: leader.clone(),
+        });
+        // Under the database mutex, as every change a waiting writer
+        // watches for (see `write_or_switch`).
+        for (w, offset) in &followers {
+            w.slot.lock().job = Some(InsertJob {
+                first_seq: first_seq + offset,
+                mems: mems.clone(),
+                group: shared.clone(),
+            });
+            w.wakeups.fetch_add(1, Ordering::Release);
+        }
+        MutexGuard::unlocked(st, || {
+            let mut writers = MemWriters::new(true);
+            writers.insert(|cf| mems.get(cf), group, first_seq, leader_records);
+            // The last followers are the least likely to be watching.
+            for (w, _) in followers.iter().rev() {
+                let taken = {
+                    let mut slot = w.slot.lock();
+                    slot.job.take().map(|job| (job, slot.batch.take()))
+                };
+                if let Some((job, batch)) = taken {
+                    if let Some(batch) = &batch {
+                        writers.insert(|cf| mems.get(cf), batch, job.first_seq, usize::MAX);
+                    }
+                    shared.pending.fetch_sub(1, Ordering::AcqRel);
+                }
+            }
+            drop(writers);
+            await_zero(&shared.pending);
+        });
+        // The last follower counts down and wakes the leader under the
+        // mutex: a count seen non-zero here is followed by that wake-up.
+        while shared.pending.load(Ordering::Acquire) != 0 {
+            leader.cv.wait(st);
+        }
+        st.parallel_batches += shared.helped.load(Ordering::Relaxed) as u64;
     }
 
     /// Waits until every family's memtable has room, switching those that
@@ -360,7 +520,7 @@ impl DbInner {
 }
 
 /// The memtables a write group inserts into, by column family.
-enum Memtables {
+pub(crate) enum Memtables {
     /// The default family's alone (a group without other families).
     Default(Arc<MemTable>),
     /// Every live family's.
@@ -457,45 +617,84 @@ impl DbInner {
     }
 }
 
-/// Inserts a batch's records with sequence numbers from `first_seq`, each
-/// into the memtable `mem_of` gives for its column family (none: the
-/// family was dropped, and its records are skipped).
+/// Inserts the first `limit` of a batch's records with sequence numbers
+/// from `first_seq`, each into the memtable `mem_of` gives for its column
+/// family (none: the family was dropped, and its records are skipped);
+/// `concurrent`: through the memtables' concurrent writers, beside other
+/// writers of the same group.
 pub(crate) fn insert_into<'m>(
     mem_of: impl Fn(u32) -> Option<&'m MemTable>,
     batch: &WriteBatch,
     first_seq: u64,
+    limit: usize,
+    concurrent: bool,
 ) {
-    // One writer per memtable. Most batches touch one family: its writer
-    // needs no allocation.
-    let mut first: Option<(u32, MemTableWriter<'m>)> = None;
-    let mut others: Vec<(u32, MemTableWriter<'m>)> = Vec::new();
-    for (i, record) in batch.iter_cf().enumerate() {
-        let seq = first_seq + i as u64;
-        // Batches are validated when built or decoded from a log.
-        let (cf, record) = match record {
-            Ok(r) => r,
-            Err(what) => unreachable!("validated batch is malformed: {what}"),
-        };
-        let writer = match &mut first {
-            Some((id, w)) if *id == cf => w,
-            None => {
-                let Some(mem) = mem_of(cf) else { continue };
-                &mut first.insert((cf, mem.writer())).1
+    MemWriters::new(concurrent).insert(mem_of, batch, first_seq, limit);
+}
+
+/// The memtable writers of a run of batches, one per column family met,
+/// kept from batch to batch so that each insert starts from where the last
+/// one in that memtable went.
+struct MemWriters<'m> {
+    concurrent: bool,
+    /// Most batches touch one family: its writer needs no allocation.
+    first: Option<(u32, MemTableWriter<'m>)>,
+    others: Vec<(u32, MemTableWriter<'m>)>,
+}
+
+impl<'m> MemWriters<'m> {
+    fn new(concurrent: bool) -> MemWriters<'m> {
+        MemWriters {
+            concurrent,
+            first: None,
+            others: Vec::new(),
+        }
+    }
+
+    /// As [`insert_into`].
+    fn insert(
+        &mut self,
+        mem_of: impl Fn(u32) -> Option<&'m MemTable>,
+        batch: &WriteBatch,
+        first_seq: u64,
+        limit: usize,
+    ) {
+        let concurrent = self.concurrent;
+        let writer_of = |mem: &'m MemTable| {
+            if concurrent {
+                mem.concurrent_writer()
+            } else {
+                mem.writer()
             }
-            Some(_) => match others.iter().position(|(id, _)| *id == cf) {
-                Some(at) => &mut others[at].1,
+        };
+        for (i, record) in batch.iter_cf().take(limit).enumerate() {
+            let seq = first_seq + i as u64;
+            // Batches are validated when built or decoded from a log.
+            let (cf, record) = match record {
+                Ok(r) => r,
+                Err(what) => unreachable!("validated batch is malformed: {what}"),
+            };
+            let writer = match &mut self.first {
+                Some((id, w)) if *id == cf => w,
                 None => {
                     let Some(mem) = mem_of(cf) else { continue };
-                    others.push((cf, mem.writer()));
-                    &mut others.last_mut().expect("just pushed").1
+                    &mut self.first.insert((cf, writer_of(mem))).1
                 }
-            },
-        };
-        match record {
-            BatchRecord::Put(k, v) => writer.add(seq, crate::key::ValueKind::Value, k, v),
-            BatchRecord::Delete(k) => writer.add(seq, crate::key::ValueKind::Deletion, k, &[]),
-            BatchRecord::Merge(k, v) => writer.add(seq, crate::key::ValueKind::Merge, k, v),
-            BatchRecord::DeleteRange(from, to) => writer.add_range_deletion(seq, from, to),
+                Some(_) => match self.others.iter().position(|(id, _)| *id == cf) {
+                    Some(at) => &mut self.others[at].1,
+                    None => {
+                        let Some(mem) = mem_of(cf) else { continue };
+                        self.others.push((cf, writer_of(mem)));
+                        &mut self.others.last_mut().expect("just pushed").1
+                    }
+                },
+            };
+            match record {
+                BatchRecord::Put(k, v) => writer.add(seq, crate::key::ValueKind::Value, k, v),
+                BatchRecord::Delete(k) => writer.add(seq, crate::key::ValueKind::Deletion, k, &[]),
+                BatchRecord::Merge(k, v) => writer.add(seq, crate::key::ValueKind::Merge, k, v),
+                BatchRecord::DeleteRange(from, to) => writer.add_range_deletion(seq, from, to),
+            }
         }
     }
 }

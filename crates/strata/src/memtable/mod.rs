@@ -5,8 +5,10 @@
 //! (internal key, value; encoded as in `entry.rs` and
 //! `docs/format/memtable.md`), whose nodes live in an arena (`arena.rs`).
 //!
-//! Thread safety: a `MemTable` is `Send + Sync`. Writers ([`MemTable::add`])
-//! are serialized by the skiplist's internal writer lock; readers (`get`,
+//! Thread safety: a `MemTable` is `Send + Sync`. Writers take either the
+//! skiplist's writer lock, one at a time ([`MemTable::writer`]), or its
+//! shared side, inserting concurrently ([`MemTable::concurrent_writer`],
+//! RocksDB's `allow_concurrent_memtable_write`); readers (`get`,
 //! iterators) take no lock and may run during a write. Every entry stays at
 //! the same address until the memtable drops, so values borrow it directly
 //! and an iterator keeps it alive with an `Arc`.
@@ -41,7 +43,7 @@ use crate::key::{
 use crate::limits::{KEY_SIZE_BYTES_MAX, VALUE_SIZE_BYTES_MAX};
 
 use entry::{decode_entry, InternalKeyOrder, Varint32};
-use skiplist::{ListWriter, SkipList};
+use skiplist::{ConcurrentListWriter, ListWriter, SkipList};
 
 pub use iter::MemTableIterator;
 
@@ -150,7 +152,21 @@ impl MemTable {
     pub(crate) fn writer(&self) -> MemTableWriter<'_> {
         MemTableWriter {
             mem: self,
-            list: self.list.writer(),
+            list: Inserter::Alone(self.list.writer()),
+            deletes: 0,
+            min_seq: u64::MAX,
+            max_seq: 0,
+        }
+    }
+
+    /// A writer for a run of adds that may run at the same time as other
+    /// concurrent writers' (the writers of one write group inserting their
+    /// own batches). A [`MemTable::writer`] waits until they have all
+    /// dropped, and they wait for it.
+    pub(crate) fn concurrent_writer(&self) -> MemTableWriter<'_> {
+        MemTableWriter {
+            mem: self,
+            list: Inserter::Concurrent(self.list.concurrent_writer()),
             deletes: 0,
             min_seq: u64::MAX,
             max_seq: 0,
@@ -266,7 +282,7 @@ impl MemTable {
 /// counters are brought up to date when the writer drops.
 pub(crate) struct MemTableWriter<'a> {
     mem: &'a MemTable,
-    list: ListWriter<'a, InternalKeyOrder>,
+    list: Inserter<'a>,
     deletes: usize,
     min_seq: SequenceNumber,
     max_seq: SequenceNumber,
@@ -288,13 +304,17 @@ impl MemTableWriter<'_> {
         let key_len = Varint32::new((user_key.len() + TRAILER_BYTES) as u32);
         let trailer = pack_trailer(seq, kind).to_le_bytes();
         let value_len = Varint32::new(value.len() as u32);
-        self.list.insert(&[
+        let parts: [&[u8]; 5] = [
             key_len.as_bytes(),
             user_key,
             &trailer,
             value_len.as_bytes(),
             value,
-        ]);
+        ];
+        match &mut self.list {
+            Inserter::Alone(list) => list.insert(&parts),
+            Inserter::Concurrent(list) => list.insert(&parts),
+        }
         self.deletes += usize::from(kind == ValueKind::Deletion);
         self.min_seq = self.min_seq.min(seq);
         self.max_seq = self.max_seq.max(seq);
@@ -322,6 +342,12 @@ impl MemTableWriter<'_> {
         // Release: a reader that counts it finds it under the lock.
         mem.num_range_dels.store(all.len(), Ordering::Release);
     }
+}
+
+/// How a [`MemTableWriter`] inserts: as the one writer, or beside others.
+enum Inserter<'a> {
+    Alone(ListWriter<'a, InternalKeyOrder>),
+    Concurrent(ConcurrentListWriter<'a, InternalKeyOrder>),
 }
 
 impl Drop for MemTableWriter<'_> {

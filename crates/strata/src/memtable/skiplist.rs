@@ -1,8 +1,14 @@
 //! A concurrent skiplist of byte-string entries, allocated in an [`Arena`].
 //!
-//! Concurrency, as in LevelDB's `db/skiplist.h`:
-//! - Writes are serialized by an internal writer lock; there is one writer at
-//!   a time. Reads take no lock and may run during a write.
+//! Concurrency, as in LevelDB's `db/skiplist.h`, with RocksDB's concurrent
+//! inserts beside it:
+//! - Writes come in two modes that never overlap in time: one writer alone
+//!   ([`SkipList::writer`], the exclusive side of an internal lock), or any
+//!   number of concurrent inserters ([`SkipList::concurrent_writer`], its
+//!   shared side), each linking its node level by level with a
+//!   compare-and-swap that fails, and is retried from a fresh search of that
+//!   level, when another inserter got there first. Reads take no lock and
+//!   may run during either.
 //! - A node is fully initialized (entry bytes, height, its own links) before
 //!   it is published by a `Release` store into its predecessor's link at
 //!   level 0, then each higher level. Readers load links with `Acquire`, so a
@@ -22,7 +28,14 @@
 //! insert next to the previous one (sequential keys, a sorted batch) costs
 //! one or two key comparisons instead of a search from the head. The splice
 //! is the writer's own state, kept under the writer lock; it stays exact
-//! because only the writer changes links.
+//! because only the writer changes links, except when concurrent inserts
+//! came between two of its runs. A concurrent inserter keeps a splice of
+//! its own for its run of inserts. So a pair may have stopped being
+//! adjacent: the climb stops only at an adjacent pair (RocksDB's
+//! `InlineSkipList::Insert` checks the same), and a pair above it that is
+//! no longer adjacent is searched again from its left node when the new
+//! node is linked there (by the one writer after a check of the link, by
+//! a concurrent inserter when its compare-and-swap fails).
 //!
 //! Node layout (one arena allocation, 8-byte aligned), the tower below the
 //! node header so that a node pointer needs no height to find its entry:
@@ -42,7 +55,7 @@ use std::mem::{align_of, size_of};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
-use parking_lot::Mutex;
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::arena::Arena;
 
@@ -158,16 +171,34 @@ impl<'a> NodeRef<'a> {
     }
 }
 
+/// Where an inserter's last insert went: at each level `i`, `prev[i]` (the
+/// head, or a node) sorts before `next[i]` (null: the end), and the pairs
+/// nest: going up, `prev` moves left and `next` right, or stays. At levels
+/// at or above the list's height they are the head and null. A pair was
+/// adjacent at its level when it was made; other inserters may have put
+/// nodes between its two since (concurrent inserters at any time; for the
+/// one writer, those of a parallel group between two of its runs).
+struct Splice {
+    prev: [NonNull<Node>; MAX_HEIGHT],
+    next: [*mut Node; MAX_HEIGHT],
+}
+
+impl Splice {
+    /// The splice of an empty list, or one to be searched from the head:
+    /// head and null at every level.
+    fn new(head: NonNull<Node>) -> Splice {
+        Splice {
+            prev: [head; MAX_HEIGHT],
+            next: [ptr::null_mut(); MAX_HEIGHT],
+        }
+    }
+}
+
 /// What the one writer keeps between inserts, under the writer lock.
 struct WriterState {
     /// The random-height generator's state.
     rng: u64,
-    /// The splice: at each level `i`, `prev[i]` (the head, or a node) and
-    /// `next[i]` (null: the end) are adjacent at level `i`, and the pairs
-    /// nest: going up, `prev` moves left and `next` right, or stays. At
-    /// levels at or above the list's height they are the head and null.
-    prev: [NonNull<Node>; MAX_HEIGHT],
-    next: [*mut Node; MAX_HEIGHT],
+    splice: Splice,
 }
 
 /// A skiplist; see the module docs for its concurrency contract.
@@ -180,8 +211,9 @@ pub(crate) struct SkipList<C> {
     max_height: AtomicUsize,
     /// Number of entries, incremented after each publication.
     len: AtomicUsize,
-    /// The writer lock and the writer's state.
-    writer: Mutex<WriterState>,
+    /// The writer lock (exclusive: the one writer; shared: concurrent
+    /// inserters) and the one writer's state.
+    writer: RwLock<WriterState>,
 }
 
 // SAFETY: the list owns its arena and nodes. Published nodes are immutable
@@ -211,10 +243,9 @@ impl<C: EntryOrder> SkipList<C> {
             head,
             max_height: AtomicUsize::new(1),
             len: AtomicUsize::new(0),
-            writer: Mutex::new(WriterState {
+            writer: RwLock::new(WriterState {
                 rng: 0xdead_beef,
-                prev: [head; MAX_HEIGHT],
-                next: [ptr::null_mut(); MAX_HEIGHT],
+                splice: Splice::new(head),
             }),
         }
     }
@@ -246,7 +277,20 @@ impl<C: EntryOrder> SkipList<C> {
     pub(crate) fn writer(&self) -> ListWriter<'_, C> {
         ListWriter {
             list: self,
-            state: self.writer.lock(),
+            state: self.writer.write(),
+        }
+    }
+
+    /// A handle for a run of inserts that may run at the same time as
+    /// other such handles' (RocksDB's `InsertConcurrently`); a
+    /// [`SkipList::writer`] waits until every one has dropped. Readers are
+    /// not blocked.
+    pub(crate) fn concurrent_writer(&self) -> ConcurrentListWriter<'_, C> {
+        ConcurrentListWriter {
+            list: self,
+            _shared: self.writer.read(),
+            splice: Splice::new(self.head),
+            rng: thread_seed(),
         }
     }
 
@@ -260,85 +304,159 @@ impl<C: EntryOrder> SkipList<C> {
         let entry = unsafe { node_entry(node, entry_len) };
         let key = self.order.key(entry);
         let list_height = self.max_height.load(Ordering::Relaxed);
-        self.fit_splice(w, key, list_height);
+        let s = &mut w.splice;
+        self.fit_splice(s, key, list_height);
         if height > list_height {
             // Levels at or above the old height: the splice holds the head
             // and null there.
             self.max_height.store(height, Ordering::Relaxed);
         }
         for level in 0..height {
-            let (before, after) = (w.prev[level], w.next[level]);
+            let (mut before, mut after) = (s.prev[level], s.next[level]);
             // SAFETY: `before` is the head or a published node whose height
-            // exceeds `level` (it was reached at `level`); `node`'s height is
-            // `height > level`. Only this writer stores links, so `after` is
-            // still `before`'s successor at `level`.
+            // exceeds `level` (it was reached at `level`).
+            if unsafe { link(before, level).as_ref() }.load(Ordering::Relaxed) != after {
+                // Above the level the climb stopped at, concurrent inserts
+                // since this writer's last insert may have put nodes between
+                // the pair (they still bracket the key): search this level
+                // again from `before`.
+                (before, after) = self.find_splice_for_level(key, before, ptr::null_mut(), level);
+            }
+            // SAFETY: as above, and `node`'s height is `height > level`.
+            // Only this writer stores links now, so `after` is still
+            // `before`'s successor at `level`.
             unsafe {
-                debug_assert_eq!(link(before, level).as_ref().load(Ordering::Relaxed), after);
                 link(node, level).as_ref().store(after, Ordering::Relaxed);
                 link(before, level)
                     .as_ref()
                     .store(node.as_ptr(), Ordering::Release);
             }
-            w.prev[level] = node;
+            s.prev[level] = node;
         }
         // One writer: a plain store of the incremented count.
         let len = self.len.load(Ordering::Relaxed);
         self.len.store(len + 1, Ordering::Release);
     }
 
-    /// Moves the splice in `w` to bracket `key` at every level below
-    /// `list_height`: climbs from level 0 to the lowest level whose pair
-    /// brackets `key` (the pairs nest, so every level above brackets it too),
-    /// then searches down from that pair. Panics if `key` is present.
-    fn fit_splice(&self, w: &mut WriterState, key: &[u8], list_height: usize) {
-        debug_assert!(w.prev[list_height..].iter().all(|&p| p == self.head));
-        debug_assert!(w.next[list_height..].iter().all(|n| n.is_null()));
+    /// Inserts one entry alongside other concurrent inserters; see
+    /// [`ConcurrentListWriter::insert`].
+    fn insert_concurrent(&self, s: &mut Splice, rng: &mut u64, parts: &[&[u8]]) {
+        let height = random_height(rng);
+        let entry_len = parts.iter().map(|p| p.len()).sum::<usize>();
+        let node = allocate_node(&self.arena, height, parts);
+        // SAFETY: as in `insert_locked`.
+        let entry = unsafe { node_entry(node, entry_len) };
+        let key = self.order.key(entry);
+        let list_height = self.max_height.load(Ordering::Relaxed);
+        if height > list_height {
+            // A reader that sees the new height before the links finds
+            // null there: the end of the level.
+            self.max_height.fetch_max(height, Ordering::Relaxed);
+        }
+        self.fit_splice(s, key, list_height);
+        for level in 0..height {
+            loop {
+                let (before, after) = (s.prev[level], s.next[level]);
+                // SAFETY: `before` is the head or a published node reached
+                // at `level`; `node` (height > `level`) is not reachable at
+                // `level` until the exchange below succeeds, so its link
+                // there is this thread's alone.
+                let linked = unsafe {
+                    link(node, level).as_ref().store(after, Ordering::Relaxed);
+                    link(before, level).as_ref().compare_exchange(
+                        after,
+                        node.as_ptr(),
+                        Ordering::Release,
+                        Ordering::Relaxed,
+                    )
+                };
+                if linked.is_ok() {
+                    break;
+                }
+                // Another inserter linked a node after `before` here: find
+                // this key's place again from `before`, which still sorts
+                // before it.
+                let (x, n) = self.find_splice_for_level(key, before, ptr::null_mut(), level);
+                s.prev[level] = x;
+                s.next[level] = n;
+            }
+            s.prev[level] = node;
+        }
+        self.len.fetch_add(1, Ordering::Release);
+    }
+
+    /// From `x` (the head or a node sorting before `key`, reached at
+    /// `level`), walks `level` to the adjacent pair that brackets `key`,
+    /// stopping at `end` (null, or a node known to sort after `key`)
+    /// without comparing it. Panics if `key` is present.
+    fn find_splice_for_level(
+        &self,
+        key: &[u8],
+        mut x: NonNull<Node>,
+        end: *mut Node,
+        level: usize,
+    ) -> (NonNull<Node>, *mut Node) {
+        loop {
+            // SAFETY: `x` is the head or a node reached at `level`.
+            let n = unsafe { link(x, level).as_ref() }.load(Ordering::Acquire);
+            if n == end {
+                return (x, end);
+            }
+            // SAFETY: not null: `end` is null or reachable from `x` at
+            // `level`, so a null link would have been `end`.
+            let n = unsafe { NonNull::new_unchecked(n) };
+            if self.compare_new(key, n) {
+                return (x, n.as_ptr());
+            }
+            x = n;
+        }
+    }
+
+    /// Moves the splice `s` to bracket `key` at every level below
+    /// `list_height`: climbs from level 0 to the lowest level whose pair is
+    /// adjacent and brackets `key` (the pairs nest, so every level above
+    /// brackets it too), then searches down from that pair; with no such
+    /// level, searches down from the head. Panics if `key` is present.
+    fn fit_splice(&self, s: &mut Splice, key: &[u8], list_height: usize) {
+        debug_assert!(s.prev[list_height..].iter().all(|&p| p == self.head));
+        debug_assert!(s.next[list_height..].iter().all(|n| n.is_null()));
         // Results of the last comparison on each side, by node: a pair
         // repeated from the level below needs no new comparison.
         let mut prev_seen: (NonNull<Node>, bool) = (self.head, true);
         let mut next_seen: (*mut Node, bool) = (ptr::null_mut(), true);
         let mut level = 0;
         while level < list_height {
-            let (p, n) = (w.prev[level], w.next[level]);
-            if p != prev_seen.0 {
-                let before =
-                    p == self.head || self.order.compare(self.key_of(p), key) == CmpOrdering::Less;
-                prev_seen = (p, before);
-            }
-            if n != next_seen.0 {
-                let after = match NonNull::new(n) {
-                    Some(n) => self.compare_new(key, n),
-                    None => true,
-                };
-                next_seen = (n, after);
-            }
-            if prev_seen.1 && next_seen.1 {
-                break;
+            let (p, n) = (s.prev[level], s.next[level]);
+            // SAFETY: `p` is the head or a node reached at `level`.
+            let adjacent = unsafe { link(p, level).as_ref() }.load(Ordering::Acquire) == n;
+            if adjacent {
+                if p != prev_seen.0 {
+                    let before = p == self.head
+                        || self.order.compare(self.key_of(p), key) == CmpOrdering::Less;
+                    prev_seen = (p, before);
+                }
+                if n != next_seen.0 {
+                    let after = match NonNull::new(n) {
+                        Some(n) => self.compare_new(key, n),
+                        None => true,
+                    };
+                    next_seen = (n, after);
+                }
+                if prev_seen.1 && next_seen.1 {
+                    break;
+                }
             }
             level += 1;
         }
         let (mut x, mut end) = if level < list_height {
-            (w.prev[level], w.next[level])
+            (s.prev[level], s.next[level])
         } else {
             (self.head, ptr::null_mut())
         };
         for i in (0..level).rev() {
-            loop {
-                // SAFETY: `x` is the head or a node reached at a level >= `i`.
-                let n = unsafe { link(x, i).as_ref() }.load(Ordering::Relaxed);
-                if n == end {
-                    break; // already known to sort after `key`, or the end
-                }
-                // SAFETY: not null: `end` is null or reachable from `x` at `i`.
-                let n = unsafe { NonNull::new_unchecked(n) };
-                if self.compare_new(key, n) {
-                    end = n.as_ptr();
-                    break;
-                }
-                x = n;
-            }
-            w.prev[i] = x;
-            w.next[i] = end;
+            (x, end) = self.find_splice_for_level(key, x, end, i);
+            s.prev[i] = x;
+            s.next[i] = end;
         }
     }
 
@@ -436,7 +554,49 @@ impl<C: EntryOrder> SkipList<C> {
 /// The writer lock of a [`SkipList`], held for a run of inserts.
 pub(crate) struct ListWriter<'a, C> {
     list: &'a SkipList<C>,
-    state: parking_lot::MutexGuard<'a, WriterState>,
+    state: RwLockWriteGuard<'a, WriterState>,
+}
+
+/// One of several concurrent inserters of a [`SkipList`]; see
+/// [`SkipList::concurrent_writer`].
+pub(crate) struct ConcurrentListWriter<'a, C> {
+    list: &'a SkipList<C>,
+    /// Keeps the one writer out while this inserter runs.
+    _shared: RwLockReadGuard<'a, WriterState>,
+    splice: Splice,
+    rng: u64,
+}
+
+impl<C: EntryOrder> ConcurrentListWriter<'_, C> {
+    /// Inserts the entry made of `parts` concatenated, publishing it to
+    /// readers before returning, while other inserters may be inserting
+    /// too. Panics if an equal key is present.
+    pub(crate) fn insert(&mut self, parts: &[&[u8]]) {
+        self.list
+            .insert_concurrent(&mut self.splice, &mut self.rng, parts);
+    }
+}
+
+/// A seed for a concurrent inserter's tower heights, different for every
+/// thread and every call.
+fn thread_seed() -> u64 {
+    use std::cell::Cell;
+    use std::sync::atomic::AtomicU64;
+    static THREADS: AtomicU64 = AtomicU64::new(0);
+    thread_local! {
+        static STATE: Cell<u64> = const { Cell::new(0) };
+    }
+    STATE.with(|state| {
+        let mut x = state.get();
+        if x == 0 {
+            // Odd multiples of the golden ratio: distinct and never zero.
+            let n = THREADS.fetch_add(1, Ordering::Relaxed);
+            x = (2 * n + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        }
+        next_random(&mut x);
+        state.set(x);
+        x
+    })
 }
 
 impl<C: EntryOrder> ListWriter<'_, C> {
@@ -627,6 +787,112 @@ mod tests {
         writer.insert(&[b"b"]);
         writer.insert(&[b"c"]);
         writer.insert(&[b"b"]);
+    }
+
+    /// Concurrent inserters (interleaved ascending runs, descending runs
+    /// and random keys, the same key space) while a reader walks the list
+    /// and checks its order; then the one writer inserts into the result,
+    /// its splice rebuilt after the concurrent inserts. Checked whole
+    /// against a `BTreeSet` of everything inserted.
+    #[test]
+    fn concurrent_inserts_match_model() {
+        use std::collections::BTreeSet;
+        use std::sync::atomic::AtomicBool;
+
+        let (threads, per_thread, rounds) = if cfg!(miri) { (3, 40, 2) } else { (4, 5000, 6) };
+        // The keys thread `t` inserts in round `r`: the round, then a value
+        // unique to the thread, in ascending, descending or random order.
+        let keys = |r: usize, t: usize| -> Vec<Vec<u8>> {
+            let mut rng = (t as u64 + 1) * 0x9e37_79b9 + r as u64;
+            (0..per_thread as u64)
+                .map(|i| {
+                    let v = match (r + t) % 3 {
+                        0 => i,
+                        1 => per_thread as u64 - i,
+                        _ => u64::from(next_random(&mut rng) % (1 << 20)) * per_thread as u64 + i,
+                    };
+                    let mut k = vec![r as u8];
+                    k.extend_from_slice(&(v * threads as u64 + t as u64).to_be_bytes());
+                    k
+                })
+                .collect()
+        };
+        let list = SkipList::new(Bytewise);
+        let mut model = BTreeSet::new();
+        for round in 0..rounds {
+            let done = AtomicBool::new(false);
+            std::thread::scope(|scope| {
+                let list = &list;
+                let done = &done;
+                let reader = scope.spawn(move || {
+                    let mut walks = 0;
+                    while !done.load(Ordering::Acquire) || walks == 0 {
+                        let mut prev: Option<&[u8]> = None;
+                        let mut n = list.first();
+                        while let Some(node) = n {
+                            let k = node.entry();
+                            assert!(prev.is_none_or(|p| p < k), "out of order");
+                            prev = Some(k);
+                            n = node.next();
+                        }
+                        walks += 1;
+                    }
+                });
+                let writers: Vec<_> = (0..threads)
+                    .map(|t| {
+                        let mine = keys(round, t);
+                        scope.spawn(move || {
+                            let mut w = list.concurrent_writer();
+                            for (i, k) in mine.iter().enumerate() {
+                                w.insert(&[&k[..]]);
+                                if i % 97 == 0 {
+                                    // A new handle: a new splice, from the head.
+                                    w = list.concurrent_writer();
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                let joined: Vec<_> = writers.into_iter().map(|w| w.join()).collect();
+                // Stop the reader before a writer's panic is passed on, or
+                // the scope would wait for it for ever.
+                done.store(true, Ordering::Release);
+                reader.join().unwrap();
+                for j in joined {
+                    j.unwrap();
+                }
+            });
+            for t in 0..threads {
+                model.extend(keys(round, t));
+            }
+            // The one writer, between and after the concurrent runs.
+            let mut w = list.writer();
+            for i in 0..50u32 {
+                let mut k = vec![round as u8];
+                k.extend_from_slice(&(i * 7919 + 3).to_be_bytes());
+                k.push(0xff);
+                w.insert(&[&k[..]]);
+                model.insert(k);
+            }
+            drop(w);
+            let want: Vec<Vec<u8>> = model.iter().cloned().collect();
+            assert_eq!(collect(&list), want, "round {round}");
+            assert_eq!(list.len(), want.len());
+            // Every level is in order and a subset of the one below.
+            let height = list.max_height.load(Ordering::Relaxed);
+            for level in 1..height {
+                let mut x = list.head;
+                // SAFETY: walking published nodes at a level they reach.
+                while let Some(n) = unsafe { next(x, level) } {
+                    let at = list.seek(list.key_of(n)).map(|r| r.node);
+                    assert_eq!(at, Some(n), "level {level} node not found at level 0");
+                    if x != list.head {
+                        assert!(list.key_of(x) < list.key_of(n));
+                    }
+                    x = n;
+                }
+            }
+        }
     }
 
     #[test]
