@@ -201,6 +201,9 @@ define_flags! {
     rate_limiter_refill_period_us: i64 = 100000;
     /// RocksDB: write the log of the next write group while the previous one fills the memtable. Strata commits a group with one leader either way.
     enable_pipelined_write: bool = true;
+    /// Let the writers of a write group insert their own batches into the
+    /// memtable in parallel (both engines).
+    allow_concurrent_memtable_write: bool = true;
     /// Table files kept open; -1: no limit.
     open_files: i32 = -1;
     /// Use binary search plus a hash index in data blocks (--data_block_index_type=1 is the same).

@@ -155,6 +155,7 @@ pub struct EngineConfig {
     /// `--rate_limiter_bytes_per_sec` (0: none) and its refill period.
     pub rate_limiter: (i64, i64),
     pub enable_pipelined_write: bool,
+    pub allow_concurrent_memtable_write: bool,
     /// RocksDB's perf level in every benchmark thread (1..=6).
     pub perf_level: i32,
     pub open_files: i32,
@@ -228,6 +229,7 @@ impl EngineConfig {
                 f.rate_limiter_refill_period_us,
             ),
             enable_pipelined_write: f.enable_pipelined_write,
+            allow_concurrent_memtable_write: f.allow_concurrent_memtable_write,
             perf_level: if (PERF_LEVEL_DISABLE..PERF_LEVEL_OUT_OF_BOUNDS).contains(&f.perf_level) {
                 f.perf_level
             } else {

@@ -59,6 +59,7 @@ fn options(cfg: &EngineConfig, create: bool) -> Options {
         o.set_ratelimiter(cfg.rate_limiter.0, cfg.rate_limiter.1, 10);
     }
     o.set_enable_pipelined_write(cfg.enable_pipelined_write);
+    o.set_allow_concurrent_memtable_write(cfg.allow_concurrent_memtable_write);
     o.set_max_open_files(cfg.open_files);
     // db_bench 11.8's defaults that differ from RocksDB's own
     // (docs/db_bench_flags.md): --table_cache_numshardbits=4,

@@ -78,6 +78,7 @@ fn options(cfg: &EngineConfig, create: bool) -> Result<Options> {
     o.set_level_zero_stop_writes_trigger(cfg.level0_stop_writes_trigger);
     o.set_disable_auto_compactions(cfg.disable_auto_compactions);
     o.set_paranoid_checks(cfg.paranoid_checks);
+    o.set_allow_concurrent_memtable_write(cfg.allow_concurrent_memtable_write);
     o.set_max_subcompactions(cfg.subcompactions);
     o.set_use_direct_reads(cfg.use_direct_reads);
     if let Some(bytes) = cfg.compaction_readahead_size {
