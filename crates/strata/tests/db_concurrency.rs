@@ -238,15 +238,7 @@ fn parallel_memtable_inserts_match_log_replay() {
             .unwrap();
         // Eight writers on any machine make groups of several writers.
         assert_eq!(groups > 0, parallel, "{groups} groups inserted in parallel");
-        let scan = |db: &DB| -> Vec<(Vec<u8>, Vec<u8>)> {
-            db.iterator(strata_kv::IteratorMode::Start)
-                .map(|r| {
-                    let (k, v) = r.unwrap();
-                    (k.to_vec(), v.to_vec())
-                })
-                .collect()
-        };
-        let before = scan(&db);
+        let before = common::contents(&db);
         assert!(
             before.windows(2).all(|w| w[0].0 < w[1].0),
             "scan out of order"
@@ -256,6 +248,10 @@ fn parallel_memtable_inserts_match_log_replay() {
         }
         drop(Arc::try_unwrap(db).expect("threads joined"));
         let db = DB::open(&opts, &dir.0).unwrap();
-        assert_eq!(scan(&db), before, "parallel={parallel}: replay disagrees");
+        assert_eq!(
+            common::contents(&db),
+            before,
+            "parallel={parallel}: replay disagrees"
+        );
     }
 }

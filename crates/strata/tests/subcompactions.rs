@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{contents, prop};
+use common::{contents, contents_at, prop};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use std::sync::Arc;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata_kv::env::{FaultInjectionFileSystem, FaultRule, FileOp, FileSystem, MemFileSystem};
-use strata_kv::{BlockBasedOptions, IteratorMode, Options, ReadOptions, DB};
+use strata_kv::{BlockBasedOptions, Options, DB};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -93,12 +93,7 @@ fn subcompactions_keep_the_model_and_agree_with_one_range() {
                 contents(&db) == model.clone().into_iter().collect::<Vec<_>>(),
                 "seed {seed}, {subcompactions}: contents after compact_range"
             );
-            let mut ro = ReadOptions::default();
-            ro.set_snapshot(&snapshot);
-            let old: Vec<(Vec<u8>, Vec<u8>)> = db
-                .iterator_opt(IteratorMode::Start, ro)
-                .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
-                .collect();
+            let old = contents_at(&db, &snapshot);
             assert!(
                 old == at_snapshot.into_iter().collect::<Vec<_>>(),
                 "seed {seed}, {subcompactions}: snapshot"
@@ -185,12 +180,7 @@ fn a_failed_range_installs_nothing_and_leaves_no_file() {
         seen == at_snapshot.clone().into_iter().collect::<Vec<_>>(),
         "the held iterator"
     );
-    let mut ro = ReadOptions::default();
-    ro.set_snapshot(&snapshot);
-    let view: Vec<(Vec<u8>, Vec<u8>)> = db
-        .iterator_opt(IteratorMode::Start, ro)
-        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
-        .collect();
+    let view = contents_at(&db, &snapshot);
     assert!(
         view == at_snapshot.into_iter().collect::<Vec<_>>(),
         "the snapshot"

@@ -63,12 +63,13 @@ const GROUP_BYTES_MAX: usize = 1 << 20;
 /// sequence numbers from `first_seq`, into the group's memtables.
 pub(crate) struct InsertJob {
     first_seq: u64,
-    mems: Arc<Memtables>,
     group: Arc<GroupInsert>,
 }
 
 /// What the writers of a group inserted in parallel share.
 struct GroupInsert {
+    /// The memtables the group inserts into.
+    mems: Memtables,
     /// Followers not done yet.
     pending: AtomicUsize,
     /// Followers that inserted their own batch (the leader inserted the
@@ -155,7 +156,7 @@ impl DbInner {
                 MutexGuard::unlocked(&mut st, || {
                     if let Some(batch) = &batch {
                         insert_into(
-                            |cf| job.mems.get(cf),
+                            |cf| job.group.mems.get(cf),
                             batch,
                             job.first_seq,
                             usize::MAX,
@@ -333,8 +334,8 @@ impl DbInner {
         followers: Vec<Follower>,
     ) {
         let leader_records = followers[0].1 as usize;
-        let mems = Arc::new(mems);
         let shared = Arc::new(GroupInsert {
+            mems,
             pending: AtomicUsize::new(followers.len()),
             helped: AtomicUsize::new(0),
             leader: leader.clone(),
@@ -344,14 +345,13 @@ impl DbInner {
         for (w, offset) in &followers {
             w.slot.lock().job = Some(InsertJob {
                 first_seq: first_seq + offset,
-                mems: mems.clone(),
                 group: shared.clone(),
             });
             w.wakeups.fetch_add(1, Ordering::Release);
         }
         MutexGuard::unlocked(st, || {
             let mut writers = MemWriters::new(true);
-            writers.insert(|cf| mems.get(cf), group, first_seq, leader_records);
+            writers.insert(|cf| shared.mems.get(cf), group, first_seq, leader_records);
             // The last followers are the least likely to be watching.
             for (w, _) in followers.iter().rev() {
                 let taken = {
@@ -360,7 +360,7 @@ impl DbInner {
                 };
                 if let Some((job, batch)) = taken {
                     if let Some(batch) = &batch {
-                        writers.insert(|cf| mems.get(cf), batch, job.first_seq, usize::MAX);
+                        writers.insert(|cf| shared.mems.get(cf), batch, job.first_seq, usize::MAX);
                     }
                     shared.pending.fetch_sub(1, Ordering::AcqRel);
                 }
@@ -520,7 +520,7 @@ impl DbInner {
 }
 
 /// The memtables a write group inserts into, by column family.
-pub(crate) enum Memtables {
+enum Memtables {
     /// The default family's alone (a group without other families).
     Default(Arc<MemTable>),
     /// Every live family's.

@@ -150,13 +150,7 @@ impl MemTable {
     /// Takes the writer lock for a run of adds (a write batch, a write
     /// group): one lock, and each insert starts from where the last one went.
     pub(crate) fn writer(&self) -> MemTableWriter<'_> {
-        MemTableWriter {
-            mem: self,
-            list: Inserter::Alone(self.list.writer()),
-            deletes: 0,
-            min_seq: u64::MAX,
-            max_seq: 0,
-        }
+        MemTableWriter::new(self, Inserter::Alone(self.list.writer()))
     }
 
     /// A writer for a run of adds that may run at the same time as other
@@ -164,13 +158,7 @@ impl MemTable {
     /// own batches). A [`MemTable::writer`] waits until they have all
     /// dropped, and they wait for it.
     pub(crate) fn concurrent_writer(&self) -> MemTableWriter<'_> {
-        MemTableWriter {
-            mem: self,
-            list: Inserter::Concurrent(self.list.concurrent_writer()),
-            deletes: 0,
-            min_seq: u64::MAX,
-            max_seq: 0,
-        }
+        MemTableWriter::new(self, Inserter::Concurrent(self.list.concurrent_writer()))
     }
 
     /// The newest version of `user_key` with sequence <= `seq`, or `None` if
@@ -288,7 +276,17 @@ pub(crate) struct MemTableWriter<'a> {
     max_seq: SequenceNumber,
 }
 
-impl MemTableWriter<'_> {
+impl<'a> MemTableWriter<'a> {
+    fn new(mem: &'a MemTable, list: Inserter<'a>) -> MemTableWriter<'a> {
+        MemTableWriter {
+            mem,
+            list,
+            deletes: 0,
+            min_seq: u64::MAX,
+            max_seq: 0,
+        }
+    }
+
     /// As [`MemTable::add`].
     pub(crate) fn add(
         &mut self,

@@ -1248,19 +1248,26 @@ fn counted_scan(mut it: TableIterator, file: &CountingFile) -> (Entries, usize) 
     )
 }
 
-/// A scan reads ahead once its block reads are sequential: far fewer reads
-/// than blocks, the same entries both ways, and a damaged block inside a
-/// read-ahead buffer is still Corruption.
-#[test]
-fn scans_read_ahead_and_still_check_every_block() {
+/// 3,000 random entries (from `seed`) written in 512-byte data blocks:
+/// a table of a few hundred blocks, for the scan and index-sampling tests.
+fn small_block_table(seed: u64) -> (Arc<dyn Comparator>, Entries, Vec<u8>, TableProperties) {
     let cmp: Arc<dyn Comparator> = Arc::new(crate::key::BytewiseComparator);
-    let mut rng = StdRng::seed_from_u64(31);
+    let mut rng = StdRng::seed_from_u64(seed);
     let entries = random_entries(&mut rng, 3000, &cmp);
     let opts = TableOptions {
         block_size: 512,
         ..TableOptions::default()
     };
-    let (mut bytes, props) = write_table(&entries, &opts);
+    let (bytes, props) = write_table(&entries, &opts);
+    (cmp, entries, bytes, props)
+}
+
+/// A scan reads ahead once its block reads are sequential: far fewer reads
+/// than blocks, the same entries both ways, and a damaged block inside a
+/// read-ahead buffer is still Corruption.
+#[test]
+fn scans_read_ahead_and_still_check_every_block() {
+    let (cmp, entries, mut bytes, props) = small_block_table(31);
     assert!(props.num_data_blocks > 100, "{props:?}");
     let (table, file) = counting_table(&bytes, &cmp);
     let (got, reads) = counted_scan(table.iter_opt(false), &file);
@@ -1291,14 +1298,7 @@ fn scans_read_ahead_and_still_check_every_block() {
 /// a larger one in about size / readahead reads, the same entries.
 #[test]
 fn fixed_readahead_reads_ahead_from_the_first_block() {
-    let cmp: Arc<dyn Comparator> = Arc::new(crate::key::BytewiseComparator);
-    let mut rng = StdRng::seed_from_u64(32);
-    let entries = random_entries(&mut rng, 3000, &cmp);
-    let opts = TableOptions {
-        block_size: 512,
-        ..TableOptions::default()
-    };
-    let (bytes, props) = write_table(&entries, &opts);
+    let (cmp, entries, bytes, props) = small_block_table(32);
     let (table, file) = counting_table(&bytes, &cmp);
     for (ahead, most) in [
         (props.data_size * 2, 1),
@@ -1324,14 +1324,7 @@ fn fixed_readahead_reads_ahead_from_the_first_block() {
 /// ascending, spread over the whole table.
 #[test]
 fn key_anchors_sample_the_index_evenly() {
-    let cmp: Arc<dyn Comparator> = Arc::new(crate::key::BytewiseComparator);
-    let mut rng = StdRng::seed_from_u64(33);
-    let entries = random_entries(&mut rng, 3000, &cmp);
-    let opts = TableOptions {
-        block_size: 512,
-        ..TableOptions::default()
-    };
-    let (bytes, props) = write_table(&entries, &opts);
+    let (cmp, entries, bytes, props) = small_block_table(33);
     let blocks = props.num_data_blocks as usize;
     assert!(blocks > 100, "{props:?}");
     let (table, _) = counting_table(&bytes, &cmp);

@@ -25,6 +25,15 @@ pub fn contents(db: &DB) -> Vec<(Vec<u8>, Vec<u8>)> {
         .collect()
 }
 
+/// Every key and value `snapshot` sees, in order.
+pub fn contents_at(db: &DB, snapshot: &strata_kv::Snapshot<'_>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut ro = strata_kv::ReadOptions::default();
+    ro.set_snapshot(snapshot);
+    db.iterator_opt(IteratorMode::Start, ro)
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect()
+}
+
 /// Names of the files in `dir` that end with `suffix`, sorted.
 pub fn files_ending(fs: &dyn FileSystem, dir: &str, suffix: &str) -> Vec<String> {
     let mut names: Vec<String> = fs
