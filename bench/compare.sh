@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # compare.sh WORKLOAD [SCALE]
 #
-# Runs standard workload W1, W2, W3, W4, W5, W6 or W7 of docs/workloads.md with
+# Runs standard workload W1, W2, W3, W4, W5, W6, W7 or W8 of docs/workloads.md with
 # `strata-bench --engine=rocksdb` and `strata-bench --engine=strata`, the same
 # flags for both, alternating the engines step by step (the first engine of a
 # step alternates too), and prints a table: workload, step, benchmark,
@@ -51,6 +51,17 @@
 #   W6_BENCHMARKS W6's benchmark list (default WORKLOADS.md's six; at scale 1
 #                 readwhilewriting alone takes 2-3 minutes per engine)
 #
+#   W8_MEM        W8's memory limit in bytes (default 4 GiB): a cgroup v1
+#                 memory group the script makes and joins (as root), so the
+#                 page cache is charged to it; without one, only the direct
+#                 reads are beyond memory and the script says so
+#   W8_READS      reads (and seeks) per W8 read benchmark before SCALE
+#                 (default 500000: a direct read costs the disk's 0.1 ms)
+#   W8_WRITES     overwrite's writes before SCALE (default 5000000, N/10:
+#                 the full 50M overwrites would take an hour per engine)
+#   W8 runs every step under /usr/bin/time -v and prints each engine's
+#   peak resident memory; the page cache is dropped before each run.
+#
 #   W3_DURATION   seconds per W3 read step (default 20, as WORKLOADS.md; the
 #                 full grid is 49 steps per engine)
 #   W3_BATCHES, W3_STRIDES, W3_BATCHED
@@ -79,8 +90,8 @@ W=$(tr '[:lower:]' '[:upper:]' <<<"$1")
 SCALE=${2:-1}
 [[ $SCALE =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] || die "scale must be a positive number, got '$SCALE'"
 case $W in
-    W1 | W2 | W3 | W4 | W5 | W6 | W7) ;;
-    *) die "unknown workload '$1': expected W1, W2, W3, W4, W5, W6 or W7" ;;
+    W1 | W2 | W3 | W4 | W5 | W6 | W7 | W8) ;;
+    *) die "unknown workload '$1': expected W1, W2, W3, W4, W5, W6, W7 or W8" ;;
 esac
 
 NATIVE_TARGET=$ROOT/target/native
@@ -107,7 +118,36 @@ LOG_DIR=${LOG_DIR:-/tmp/strata-compare-$W-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$LOG_DIR"
 WORK=$(mktemp -d "$SHM_DIR/strata-compare-XXXXXX")
 DISK_WORK=$(mktemp -d "$DISK_DIR/strata-compare-XXXXXX")
-trap 'rm -rf -- "$WORK" "$DISK_WORK"' EXIT
+CGROUP= # W8's memory group, left and removed on exit
+cleanup() {
+    rm -rf -- "$WORK" "$DISK_WORK"
+    if [[ -n $CGROUP ]]; then
+        echo $$ >"/sys/fs/cgroup/memory$CGROUP_HOME/cgroup.procs" 2>/dev/null || true
+        rmdir "$CGROUP" 2>/dev/null || true
+    fi
+}
+trap cleanup EXIT
+
+# W8: peak memory of every run, the page cache dropped before each, and a
+# memory limit that the page cache is charged to (cgroup v1).
+TIME_V=
+DROP_CACHES=
+if [[ $W == W8 ]]; then
+    [[ -x /usr/bin/time ]] || die "W8 reports peak memory with /usr/bin/time -v (apt-get install time)"
+    TIME_V=/usr/bin/time
+    [[ -w /proc/sys/vm/drop_caches ]] && DROP_CACHES=1
+    W8_MEM=${W8_MEM:-$((4 << 30))}
+    CGROUP_HOME=$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup)
+    if [[ -d /sys/fs/cgroup/memory && -w /sys/fs/cgroup/memory ]] &&
+        mkdir "/sys/fs/cgroup/memory/strata-compare-$$" 2>/dev/null; then
+        CGROUP=/sys/fs/cgroup/memory/strata-compare-$$
+        echo "$W8_MEM" >"$CGROUP/memory.limit_in_bytes"
+        echo $$ >"$CGROUP/cgroup.procs"
+        echo "== W8: this script and every run in cgroup $CGROUP, memory.limit_in_bytes=$W8_MEM"
+    else
+        echo "compare.sh: WARNING: no writable cgroup v1 memory controller: the page cache is not limited, so only W8's direct-read steps are beyond memory" >&2
+    fi
+fi
 
 ENGINES=(rocksdb strata)
 [[ -n ${DB_BENCH:-} ]] && ENGINES+=(db_bench)
@@ -140,6 +180,8 @@ run() {
         rocksdb) cmd+=(${ROCKSDB_ARGS:-}) ;;
         db_bench) cmd+=(${DB_BENCH_ARGS:-}) ;;
     esac
+    [[ -n $TIME_V ]] && cmd=("$TIME_V" -v "${cmd[@]}")
+    if [[ -n $DROP_CACHES ]]; then sync; echo 3 >/proc/sys/vm/drop_caches; fi
     { echo "# $(date -Is) load $(load)"; echo "\$ ${cmd[*]}"; } >"$out"
     if ! "${cmd[@]}" >>"$out" 2>"$out.err"; then
         echo "compare.sh: $name ($engine) failed; last lines:" >&2
@@ -172,6 +214,7 @@ step() {
     fi
     ORDER=$((ORDER + 1))
     echo "-- $W $name: ${engines[*]} (load $(load))"
+    local rss=""
     for e in "${engines[@]}"; do
         run "$e" "$name" --db="$parent/$key-$e" "$@"
         local line out="$LOG_DIR/$name-$e$RUN_SUFFIX.out"
@@ -180,7 +223,14 @@ step() {
             ROWS+=("$RUN|$W|$name|${line% *}|$e|${line##* }")
         done < <(awk '/^[A-Za-z0-9_]+ +: +[0-9.]+ micros\/op/ { print $1, $3 }' "$out")
         grep -E '^[A-Za-z0-9_]+ +: ' "$out" | sed "s/^/   $e: /"
+        if [[ -n $TIME_V ]]; then
+            local kb
+            kb=$(sed -n 's/^[[:space:]]*Maximum resident set size (kbytes): //p' "$out.log")
+            rss+=" $e $((${kb:-0} / 1024)) MB;"
+        fi
     done
+    [[ -n $rss ]] && EXTRA+=("$W$RUN_SUFFIX $name: peak resident memory:$rss")
+    return 0
 }
 
 # sizes LABEL DBKEY: database sizes of every engine
@@ -468,6 +518,23 @@ w7() {
     done
 }
 
+# W8: W6's benchmarks at 10x N on disk, block cache 1 GiB, under W8_MEM
+# (above), the reads without and with direct reads on the same database.
+w8() {
+    local N R WR
+    N=$(scaled 50000000); R=$(scaled "${W8_READS:-500000}"); WR=$(scaled "${W8_WRITES:-5000000}")
+    local base=(--key_size=16 --value_size=100 --compression_type=snappy --seed=1 --cache_size=1073741824)
+    step fill disk:w8 --benchmarks=fillrandom,waitforcompaction --num="$N" "${base[@]}"
+    sizes "after fill" disk:w8
+    step reads disk:w8 --use_existing_db=1 --benchmarks=readrandom,seekrandom,readseq \
+        --num="$N" --reads="$R" "${base[@]}"
+    step reads-direct disk:w8 --use_existing_db=1 --use_direct_reads=1 \
+        --benchmarks=readrandom,seekrandom,readseq --num="$N" --reads="$R" "${base[@]}"
+    step writes disk:w8 --use_existing_db=1 --benchmarks=overwrite,readwhilewriting \
+        --num="$N" --writes="$WR" --reads="$R" "${base[@]}"
+    sizes "at end" disk:w8
+}
+
 echo "== $W scale=$SCALE runs=$RUNS host=$(hostname) $(date -Is); logs: $LOG_DIR"
 echo "== strata-bench: $BIN ($BUILD)"
 echo "== db_bench: ${DB_BENCH:-none (bench/build_db_bench.sh builds one)}"
@@ -475,7 +542,7 @@ T0=$(date +%s)
 for ((RUN = 1; RUN <= RUNS; RUN++)); do
     ((RUNS > 1)) && { RUN_SUFFIX="-run$RUN"; echo "== run $RUN of $RUNS"; }
     case $W in
-        W1) w1 ;; W2) w2 ;; W3) w3 ;; W4) w4 ;; W5) w5 ;; W6) w6 ;; W7) w7 ;;
+        W1) w1 ;; W2) w2 ;; W3) w3 ;; W4) w4 ;; W5) w5 ;; W6) w6 ;; W7) w7 ;; W8) w8 ;;
     esac
     rm -rf -- "${WORK:?}"/* "${DISK_WORK:?}"/*
 done
