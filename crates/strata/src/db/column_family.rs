@@ -271,7 +271,7 @@ impl DB {
         add: impl FnOnce(&mut WriteBatch),
     ) -> Result<()> {
         self.family(cf)?;
-        let mut b = WriteBatch::default();
+        let mut b = super::write::spare_batch();
         add(&mut b);
         self.write_opt(b, wo)
     }

@@ -122,6 +122,8 @@ pub(crate) struct DbState {
     /// A background thread is waiting to clear a full-disk `bg_error`.
     pub(crate) auto_resuming: bool,
     pub(crate) writers: VecDeque<Arc<Writer>>,
+    /// Kept by the write path from one parallel group to the next.
+    pub(crate) write_scratch: super::write::WriteScratch,
     pub(crate) next_compaction_id: u64,
     /// Files being written that no version references yet.
     pub(crate) pending_outputs: HashSet<u64>,

@@ -291,7 +291,7 @@ impl DB {
         value: V,
         wo: &WriteOptions,
     ) -> Result<()> {
-        let mut b = WriteBatch::default();
+        let mut b = write::spare_batch();
         b.put(key, value);
         self.write_opt(b, wo)
     }
@@ -303,7 +303,7 @@ impl DB {
 
     /// Removes `key` with write options.
     pub fn delete_opt<K: AsRef<[u8]>>(&self, key: K, wo: &WriteOptions) -> Result<()> {
-        let mut b = WriteBatch::default();
+        let mut b = write::spare_batch();
         b.delete(key);
         self.write_opt(b, wo)
     }
@@ -325,7 +325,7 @@ impl DB {
         to: K,
         wo: &WriteOptions,
     ) -> Result<()> {
-        let mut b = WriteBatch::default();
+        let mut b = write::spare_batch();
         b.delete_range(from, to);
         self.write_opt(b, wo)
     }
@@ -348,7 +348,7 @@ impl DB {
         value: V,
         wo: &WriteOptions,
     ) -> Result<()> {
-        let mut b = WriteBatch::default();
+        let mut b = write::spare_batch();
         b.merge(key, value);
         self.write_opt(b, wo)
     }

@@ -367,6 +367,7 @@ fn build(
         group_writers: 0,
         parallel_groups: 0,
         parallel_batches: 0,
+        write_scratch: Default::default(),
         unpersisted_data: false,
         wal_bytes: 0,
         live_logs: Default::default(),

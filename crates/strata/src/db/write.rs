@@ -9,7 +9,16 @@
 //! each its own batch at its own sequence numbers, through the memtable's
 //! concurrent writers; the leader waits for the last, then makes the
 //! group's writes visible together, as before.
+//!
+//! A write allocates nothing of its own once its thread has written
+//! before: each thread keeps its writer (the queue entry) and the batch
+//! buffer of its last write for the next one ([`spare_batch`]), and a
+//! parallel group's shared state and follower list are kept in the
+//! database state for the next group ([`WriteScratch`]). What allocates
+//! is the memtable's arena (one 4 KiB block per few dozen entries) and
+//! the user's own batches.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,6 +68,93 @@ fn await_zero(pending: &AtomicUsize) {
 /// Largest group a leader builds, in bytes of batch encoding.
 const GROUP_BYTES_MAX: usize = 1 << 20;
 
+/// Largest batch buffer a thread keeps for its next write: a big group's
+/// buffer is freed rather than held by an idle thread.
+const SPARE_BATCH_BYTES_MAX: usize = 16 << 10;
+
+thread_local! {
+    /// This thread's writer from its last write, with the batch buffer of
+    /// that write, for its next one. Taken out while in use, so a write
+    /// made from inside another (a callback) simply makes its own.
+    static SPARE_WRITER: Cell<Option<Arc<Writer>>> = const { Cell::new(None) };
+}
+
+/// An empty batch for a one-record write (`put`, `delete`...): the buffer
+/// of this thread's last write when there is one, so the write allocates
+/// nothing.
+pub(crate) fn spare_batch() -> WriteBatch {
+    let kept = SPARE_WRITER
+        .try_with(|cell| {
+            let mut w = cell.take();
+            let batch = w
+                .as_mut()
+                .and_then(Arc::get_mut)
+                .and_then(|w| w.slot.get_mut().batch.take());
+            cell.set(w);
+            batch
+        })
+        .ok()
+        .flatten();
+    match kept {
+        Some(mut b) => {
+            b.clear();
+            b
+        }
+        None => WriteBatch::default(),
+    }
+}
+
+/// A writer for one write: this thread's kept writer when nothing else
+/// holds it any more (the last group it was in is over), else a new one.
+fn writer_for(batch: Option<WriteBatch>, sync: bool, disable_wal: bool) -> Arc<Writer> {
+    let slot = WriterSlot {
+        batch,
+        job: None,
+        done: false,
+        result: Ok(()),
+    };
+    if let Some(mut w) = SPARE_WRITER.try_with(Cell::take).ok().flatten() {
+        if let Some(kept) = Arc::get_mut(&mut w) {
+            kept.sync = sync;
+            kept.disable_wal = disable_wal;
+            *kept.slot.get_mut() = slot;
+            return w;
+        }
+    }
+    Arc::new(Writer {
+        slot: Mutex::new(slot),
+        sync,
+        disable_wal,
+        cv: Condvar::new(),
+        wakeups: AtomicU32::new(0),
+    })
+}
+
+/// Keeps `w` (and the batch buffer in its slot, if not too big) for this
+/// thread's next write.
+fn keep_writer(w: Arc<Writer>) {
+    {
+        let mut slot = w.slot.lock();
+        if slot
+            .batch
+            .as_ref()
+            .is_some_and(|b| b.capacity() > SPARE_BATCH_BYTES_MAX)
+        {
+            slot.batch = None;
+        }
+    }
+    // Fails only while the thread exits: `w` is then dropped.
+    let _ = SPARE_WRITER.try_with(|cell| cell.set(Some(w)));
+}
+
+/// What the write path keeps from one parallel group to the next, in the
+/// database state: the follower list and the group's shared state.
+#[derive(Default)]
+pub(crate) struct WriteScratch {
+    followers: Vec<Follower>,
+    group: Option<Arc<GroupInsert>>,
+}
+
 /// A follower's part of a group inserted in parallel: its own batch, at
 /// sequence numbers from `first_seq`, into the group's memtables.
 pub(crate) struct InsertJob {
@@ -75,8 +171,9 @@ struct GroupInsert {
     /// Followers that inserted their own batch (the leader inserted the
     /// others').
     helped: AtomicUsize,
-    /// Woken (under the database mutex) by the last follower done.
-    leader: Arc<Writer>,
+    /// Woken (under the database mutex) by the last follower done; None
+    /// while the state is kept for the next group.
+    leader: Option<Arc<Writer>>,
 }
 
 /// Counts a follower's part of a parallel insert as done when dropped:
@@ -87,9 +184,10 @@ struct CountDown<'a>(&'a GroupInsert);
 impl Drop for CountDown<'_> {
     fn drop(&mut self) {
         if self.0.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let leader = &self.0.leader;
-            leader.wakeups.fetch_add(1, Ordering::Release);
-            leader.cv.notify_one();
+            if let Some(leader) = &self.0.leader {
+                leader.wakeups.fetch_add(1, Ordering::Release);
+                leader.cv.notify_one();
+            }
         }
     }
 }
@@ -125,18 +223,21 @@ impl DbInner {
             }
         }
         let force = batch.is_none();
-        let w = Arc::new(Writer {
-            slot: Mutex::new(WriterSlot {
-                batch,
-                job: None,
-                done: false,
-                result: Ok(()),
-            }),
-            sync,
-            disable_wal,
-            cv: Condvar::new(),
-            wakeups: AtomicU32::new(0),
-        });
+        let w = writer_for(batch, sync, disable_wal);
+        let result = self.queue_and_write(&w, force, sync, disable_wal);
+        keep_writer(w);
+        result
+    }
+
+    /// Queues `w` and waits until a leader has written its batch, or
+    /// until it leads and writes a group itself.
+    fn queue_and_write(
+        &self,
+        w: &Arc<Writer>,
+        force: bool,
+        sync: bool,
+        disable_wal: bool,
+    ) -> Result<()> {
         let mut st = self.state.lock();
         st.writers.push_back(w.clone());
         loop {
@@ -164,10 +265,12 @@ impl DbInner {
                         );
                     }
                 });
+                // The buffer goes back for this thread's next write.
+                w.slot.lock().batch = batch;
                 drop(count_down);
                 continue;
             }
-            if st.writers.front().is_some_and(|f| Arc::ptr_eq(f, &w)) {
+            if st.writers.front().is_some_and(|f| Arc::ptr_eq(f, w)) {
                 break;
             }
             // A group is usually done in microseconds, less than a sleep
@@ -187,15 +290,20 @@ impl DbInner {
         let mut last = 0;
         if result.is_ok() && !force {
             let parallel = self.db_opts.allow_concurrent_memtable_write;
-            let (group, n, followers) = Self::build_group(&st, &w, parallel);
+            let mut followers = std::mem::take(&mut st.write_scratch.followers);
+            let (mut group, n) = Self::build_group(&st, w, parallel, &mut followers);
             last = n;
-            result = self.write_group(&mut st, &w, group, followers, sync, disable_wal);
+            result = self.write_group(&mut st, w, &mut group, &followers, sync, disable_wal);
+            followers.clear();
+            st.write_scratch.followers = followers;
+            // The group's buffer (this writer's batch, grown) is kept.
+            w.slot.lock().batch = Some(group);
         }
         for _ in 0..=last {
             let Some(done) = st.writers.pop_front() else {
                 break;
             };
-            if !Arc::ptr_eq(&done, &w) {
+            if !Arc::ptr_eq(&done, w) {
                 let mut slot = done.slot.lock();
                 slot.done = true;
                 slot.result = result.clone();
@@ -211,16 +319,17 @@ impl DbInner {
     }
 
     /// Joins the leader's batch with those of compatible writers behind it.
-    /// Returns the group, the queue index of its last writer and, when
-    /// `parallel`, the writers behind the leader with the index of their
-    /// first record in the group.
+    /// Returns the group and the queue index of its last writer; when
+    /// `parallel`, fills `followers` (empty) with the writers behind the
+    /// leader and the index of their first record in the group.
     fn build_group(
         st: &DbState,
         leader: &Arc<Writer>,
         parallel: bool,
-    ) -> (WriteBatch, usize, Vec<Follower>) {
+        followers: &mut Vec<Follower>,
+    ) -> (WriteBatch, usize) {
+        debug_assert!(followers.is_empty());
         let mut group = leader.slot.lock().batch.take().unwrap_or_default();
-        let mut followers = Vec::new();
         let first = group.size_in_bytes();
         // A small first batch does not wait for a big group (as LevelDB).
         let max = if first <= 128 << 10 {
@@ -244,7 +353,7 @@ impl DbInner {
             group.append(b);
             last = i;
         }
-        (group, last, followers)
+        (group, last)
     }
 
     /// Logs and applies a group, with the lock released during the I/O and
@@ -254,8 +363,8 @@ impl DbInner {
         &self,
         st: &mut MutexGuard<'_, DbState>,
         leader: &Arc<Writer>,
-        mut group: WriteBatch,
-        followers: Vec<Follower>,
+        group: &mut WriteBatch,
+        followers: &[Follower],
         sync: bool,
         disable_wal: bool,
     ) -> Result<()> {
@@ -275,7 +384,7 @@ impl DbInner {
                 }
             }
             if !parallel {
-                insert_into(|cf| mems.get(cf), &group, first_seq, usize::MAX, false);
+                insert_into(|cf| mems.get(cf), group, first_seq, usize::MAX, false);
             }
             Ok(())
         });
@@ -284,7 +393,7 @@ impl DbInner {
         }
         let writers = 1 + followers.len() as u64;
         if io.is_ok() && parallel {
-            self.insert_in_parallel(st, leader, &group, first_seq, mems, followers);
+            self.insert_in_parallel(st, leader, group, first_seq, mems, followers);
             st.parallel_groups += 1;
         }
         match io {
@@ -331,18 +440,29 @@ impl DbInner {
         group: &WriteBatch,
         first_seq: u64,
         mems: Memtables,
-        followers: Vec<Follower>,
+        followers: &[Follower],
     ) {
         let leader_records = followers[0].1 as usize;
-        let shared = Arc::new(GroupInsert {
+        let fresh = GroupInsert {
             mems,
             pending: AtomicUsize::new(followers.len()),
             helped: AtomicUsize::new(0),
-            leader: leader.clone(),
-        });
+            leader: Some(leader.clone()),
+        };
+        let shared = match st.write_scratch.group.take() {
+            Some(mut kept) => {
+                if let Some(state) = Arc::get_mut(&mut kept) {
+                    *state = fresh;
+                    kept
+                } else {
+                    Arc::new(fresh)
+                }
+            }
+            None => Arc::new(fresh),
+        };
         // Under the database mutex, as every change a waiting writer
         // watches for (see `write_or_switch`).
-        for (w, offset) in &followers {
+        for (w, offset) in followers {
             w.slot.lock().job = Some(InsertJob {
                 first_seq: first_seq + offset,
                 group: shared.clone(),
@@ -362,6 +482,7 @@ impl DbInner {
                     if let Some(batch) = &batch {
                         writers.insert(|cf| shared.mems.get(cf), batch, job.first_seq, usize::MAX);
                     }
+                    w.slot.lock().batch = batch;
                     shared.pending.fetch_sub(1, Ordering::AcqRel);
                 }
             }
@@ -374,6 +495,15 @@ impl DbInner {
             leader.cv.wait(st);
         }
         st.parallel_batches += shared.helped.load(Ordering::Relaxed) as u64;
+        // Every follower dropped its handle under the mutex (see
+        // `write_or_switch`): the state is kept for the next group, its
+        // memtables and leader released.
+        let mut shared = shared;
+        if let Some(state) = Arc::get_mut(&mut shared) {
+            state.mems = Memtables::All(Vec::new());
+            state.leader = None;
+            st.write_scratch.group = Some(shared);
+        }
     }
 
     /// Waits until every family's memtable has room, switching those that

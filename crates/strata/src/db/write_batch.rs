@@ -302,6 +302,11 @@ impl WriteBatch {
         decode_fixed64(&self.rep).unwrap_or(0)
     }
 
+    /// Bytes the batch's buffer holds without growing.
+    pub(crate) fn capacity(&self) -> usize {
+        self.rep.capacity()
+    }
+
     pub(crate) fn set_sequence(&mut self, seq: SequenceNumber) {
         self.rep[..8].copy_from_slice(&seq.to_le_bytes());
     }
