@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use super::lru_shard::LruShard;
+use super::lru_shard::{Dropped, LruShard};
 
 /// When the shard count is chosen automatically, each shard holds at least
 /// this much capacity (RocksDB's default minimum shard size).
@@ -122,7 +122,7 @@ where
     /// evicted only when they reach the LRU end, so their number is not
     /// bounded by the capacity.
     pub fn insert(&self, key: K, value: V, charge: usize) -> bool {
-        let mut dropped = Vec::new();
+        let mut dropped = Dropped::new();
         let inserted = self
             .shard(&key)
             .lru
@@ -167,7 +167,7 @@ where
     /// of a deleted file. Visits every entry, one shard at a time; `pred` runs
     /// under the shard's lock and must not call back into this cache.
     pub fn erase_if(&self, pred: impl Fn(&K) -> bool) {
-        let mut dropped = Vec::new();
+        let mut dropped = Dropped::new();
         for shard in self.shards.iter() {
             shard.lru.lock().remove_if(&pred, &mut dropped);
             dropped.clear();
@@ -179,7 +179,7 @@ where
     pub fn set_capacity(&self, capacity: usize) {
         let mut total = self.capacity.lock();
         *total = capacity;
-        let mut dropped = Vec::new();
+        let mut dropped = Dropped::new();
         for (i, shard) in self.shards.iter().enumerate() {
             let shard_capacity = shard_capacity(capacity, self.shards.len(), i);
             shard.lru.lock().set_capacity(shard_capacity, &mut dropped);

@@ -14,14 +14,21 @@
 //! list's charge total is at most `capacity`.
 //!
 //! Entries leaving the shard (evicted, replaced or erased) are pushed onto a
-//! caller-supplied `Vec` instead of being dropped here, so the caller can drop
-//! them after releasing the shard's lock: dropping a value may free its
-//! memory, and that should not stall other threads waiting on the shard.
+//! caller-supplied list ([`Dropped`]) instead of being dropped here, so the
+//! caller can drop them after releasing the shard's lock: dropping a value
+//! may free its memory, and that should not stall other threads waiting on
+//! the shard. The list keeps a few entries inline, so an insert that
+//! evicts one or two entries allocates nothing for the list.
 
 use std::collections::HashMap;
 use std::hash::Hash;
 
+use smallvec::SmallVec;
+
 use super::lru_list::LruList;
+
+/// Entries that left a shard, to be dropped once its lock is released.
+pub(super) type Dropped<K, V> = SmallVec<[(K, V); 4]>;
 
 /// A key index and recency list under one capacity. Not thread-safe; the
 /// cache keeps each shard behind its own mutex.
@@ -74,7 +81,7 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
         key: K,
         value: V,
         charge: usize,
-        dropped: &mut Vec<(K, V)>,
+        dropped: &mut Dropped<K, V>,
     ) -> bool {
         // Remove first: the old entry's charge must not count against the new
         // one, and a rejected insert must not leave a stale value behind.
@@ -112,7 +119,7 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
     }
 
     /// Removes every entry whose key satisfies `pred`. O(entries).
-    pub(super) fn remove_if(&mut self, pred: &dyn Fn(&K) -> bool, dropped: &mut Vec<(K, V)>) {
+    pub(super) fn remove_if(&mut self, pred: &dyn Fn(&K) -> bool, dropped: &mut Dropped<K, V>) {
         let list = &mut self.list;
         self.index.retain(|key, &mut slot| {
             if !pred(key) {
@@ -127,7 +134,7 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
 
     /// Sets the capacity and evicts least recently used entries until the
     /// total charge fits; capacity 0 empties the shard.
-    pub(super) fn set_capacity(&mut self, capacity: usize, dropped: &mut Vec<(K, V)>) {
+    pub(super) fn set_capacity(&mut self, capacity: usize, dropped: &mut Dropped<K, V>) {
         self.capacity = capacity;
         if capacity == 0 {
             // Zero-charge entries fit under any total, but capacity 0 means
@@ -141,7 +148,7 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
 
     /// Evicts least recently used entries while the total charge exceeds
     /// `usage_max`.
-    fn evict_while_over(&mut self, usage_max: usize, dropped: &mut Vec<(K, V)>) {
+    fn evict_while_over(&mut self, usage_max: usize, dropped: &mut Dropped<K, V>) {
         // Each pass removes an entry, so this runs at most `len` times.
         while self.list.charge_total() > usage_max {
             let evicted = self.evict_lru(dropped);
@@ -152,7 +159,7 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
     /// Evicts the least recently used entry not read since it was last
     /// passed over; false if the shard is empty. Each pass over a marked
     /// entry clears its mark, so this takes at most `len + 1` steps.
-    fn evict_lru(&mut self, dropped: &mut Vec<(K, V)>) -> bool {
+    fn evict_lru(&mut self, dropped: &mut Dropped<K, V>) -> bool {
         let slot = loop {
             let Some(slot) = self.list.lru() else {
                 return false;

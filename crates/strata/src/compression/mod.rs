@@ -87,6 +87,13 @@ impl FromStr for CompressionType {
 /// zstd level used for blocks (RocksDB's default for zstd is 3 too).
 const ZSTD_LEVEL: i32 = 3;
 
+thread_local! {
+    /// This thread's snappy encoder: a new one allocates its hash table
+    /// for every block it compresses; a kept one reuses it.
+    static SNAPPY_ENCODER: std::cell::RefCell<snap::raw::Encoder> =
+        std::cell::RefCell::new(snap::raw::Encoder::new());
+}
+
 /// Compresses `raw` with `kind` into `out` (cleared first). Returns the type
 /// actually used: `None` when compression does not save at least 12.5%,
 /// in which case `out` is left empty and the caller stores `raw`.
@@ -96,7 +103,7 @@ pub fn compress_block(kind: CompressionType, raw: &[u8], out: &mut Vec<u8>) -> C
         CompressionType::None => false,
         CompressionType::Snappy => {
             out.resize(snap::raw::max_compress_len(raw.len()), 0);
-            match snap::raw::Encoder::new().compress(raw, out) {
+            match SNAPPY_ENCODER.with(|e| e.borrow_mut().compress(raw, out)) {
                 Ok(n) => {
                     out.truncate(n);
                     true

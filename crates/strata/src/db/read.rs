@@ -479,7 +479,11 @@ mod tests {
     /// Small values live in the arena's blocks; every seventh is bigger
     /// than a quarter block, which the arena allocates on its own.
     fn value(i: usize) -> Vec<u8> {
-        let len = if i.is_multiple_of(7) { 2000 } else { 10 + i % 50 };
+        let len = if i.is_multiple_of(7) {
+            2000
+        } else {
+            10 + i % 50
+        };
         (0..len).map(|j| (i * 31 + j) as u8).collect()
     }
 

@@ -10,6 +10,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use smallvec::SmallVec;
 
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, PrefixRun};
@@ -22,6 +23,10 @@ use crate::util::prefetch::{prefetch_at, prefetch_range, CACHE_LINE};
 
 use super::hash_index::{HashIndex, BUCKET_COLLISION, BUCKET_EMPTY};
 use super::Block;
+
+/// Bytes of a rebuilt key kept inside the iterator; longer keys spill to
+/// the heap. 64 covers a 56-byte user key and its 8-byte trailer.
+const KEY_INLINE_BYTES: usize = 64;
 
 /// A cursor over one block's entries.
 ///
@@ -44,8 +49,10 @@ pub struct BlockIter {
     next: usize,
     /// Index of the restart interval holding `current`.
     restart_index: u32,
-    /// The current key when it is not borrowed.
-    key_buf: Vec<u8>,
+    /// The current key when it is not borrowed. Inline up to
+    /// [`KEY_INLINE_BYTES`], so a point lookup (a new iterator per block)
+    /// allocates nothing for the usual key.
+    key_buf: SmallVec<[u8; KEY_INLINE_BYTES]>,
     /// The entries of one restart interval, decoded by a backward step so
     /// that the backward steps after it within the interval scan nothing
     /// (as RocksDB's `prev_entries_`).
@@ -129,7 +136,7 @@ impl BlockIter {
             current: block.restarts_offset,
             next: block.restarts_offset,
             restart_index: block.num_restarts,
-            key_buf: Vec::new(),
+            key_buf: SmallVec::new(),
             cache: IntervalCache::default(),
             prefix_restarts: false,
             key_borrowed: None,

@@ -1,8 +1,10 @@
-//! A write allocates nothing of its own (issue 26): counted by a global
-//! allocator that tallies each thread's allocations. What may allocate is
-//! the memtable's arena (a 4 KiB block per few dozen entries); a write
-//! that allocated its batch or its queue entry would show at least one
-//! allocation per write.
+//! A write allocates nothing of its own (issue 26), and neither does a
+//! point lookup served from the block cache: counted by a global
+//! allocator that tallies each thread's allocations. What may allocate on
+//! a write is the memtable's arena (a 4 KiB block per few dozen entries);
+//! a write that allocated its batch or its queue entry would show at least
+//! one allocation per write, and a lookup that built its key in a heap
+//! buffer would show two per lookup.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -80,7 +82,7 @@ const PER_WRITE_MAX: f64 = 0.1;
 
 #[test]
 fn one_record_writes_allocate_nothing_of_their_own() {
-    let dir = TempDir::new("write-allocations");
+    let dir = TempDir::new("allocations-writes");
     let db = DB::open(&options(), &dir.0).unwrap();
     let mut no_log = WriteOptions::default();
     no_log.disable_wal(true);
@@ -111,7 +113,7 @@ fn one_record_writes_allocate_nothing_of_their_own() {
 #[test]
 fn a_reused_batch_allocates_nothing() {
     // The user's own batch is the user's allocation; the write adds none.
-    let dir = TempDir::new("write-allocations-batch");
+    let dir = TempDir::new("allocations-batch");
     let db = DB::open(&options(), &dir.0).unwrap();
     let writes = 5_000u64;
     let mut batches: Vec<WriteBatch> = (0..writes)
@@ -182,4 +184,31 @@ fn concurrent_writers_allocate_nothing_of_their_own() {
             Some(&VALUE[..])
         );
     }
+}
+
+#[test]
+fn cached_point_lookups_allocate_nothing() {
+    // Keys in a table (flushed), its blocks in the block cache after a
+    // first pass: a pinned lookup, found or not, allocates nothing.
+    let dir = TempDir::new("allocations-reads");
+    let db = DB::open(&options(), &dir.0).unwrap();
+    let keys = 20_000u64;
+    for i in 0..keys {
+        db.put(key(2 * i), VALUE).unwrap();
+    }
+    db.flush().unwrap();
+    for i in 0..2 * keys {
+        let _ = db.get_pinned(key(i)).unwrap();
+    }
+    let before = allocations();
+    let mut found = 0u64;
+    for i in 0..2 * keys {
+        if let Some(v) = db.get_pinned(key(i)).unwrap() {
+            assert_eq!(&*v, &VALUE[..]);
+            found += 1;
+        }
+    }
+    let per_get = (allocations() - before) as f64 / (2 * keys) as f64;
+    assert_eq!(found, keys);
+    assert!(per_get < PER_WRITE_MAX, "{per_get:.3} allocations per get");
 }
