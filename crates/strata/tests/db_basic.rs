@@ -459,6 +459,42 @@ fn oversized_batch_fails_alone() {
     assert_eq!(db.get(b"big0").unwrap(), None);
 }
 
+/// One-record writes reuse their thread's batch buffer: a `put` refused
+/// for an oversized key fails alone, and the thread's next writes hold
+/// their own record only, nothing of the refused one.
+#[test]
+fn refused_put_leaves_nothing_in_the_next_write() {
+    let fs = MemFileSystem::new();
+    let db = DB::open(&mem_opts(&fs), "/db").unwrap();
+    db.put(b"a", b"1").unwrap();
+    let big_key = vec![b'k'; strata_kv::limits::KEY_SIZE_BYTES_MAX + 1];
+    let e = db.put(&big_key, b"x").unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    db.put(b"b", b"2").unwrap();
+    db.delete(b"a").unwrap();
+    let e = db.merge(b"m", b"x").unwrap_err();
+    assert!(matches!(e, Error::NotSupported(_)), "{e}");
+    db.put(b"c", b"3").unwrap();
+    let all: Vec<_> = db
+        .iterator(IteratorMode::Start)
+        .map(|kv| kv.unwrap())
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect();
+    assert_eq!(
+        all,
+        vec![
+            (b"b".to_vec(), b"2".to_vec()),
+            (b"c".to_vec(), b"3".to_vec())
+        ]
+    );
+    drop(db);
+    let db = DB::open(&mem_opts(&fs), "/db").unwrap();
+    assert_eq!(db.get(b"a").unwrap(), None);
+    assert_eq!(db.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+    assert_eq!(db.get(&big_key).unwrap(), None);
+    assert_eq!(db.get(b"m").unwrap(), None);
+}
+
 /// `flush` waits for the memtables that held data when it was called,
 /// not for every memtable that fills while it waits: with a writer
 /// filling small buffers without pause, it still returns.

@@ -271,9 +271,7 @@ impl DB {
         add: impl FnOnce(&mut WriteBatch),
     ) -> Result<()> {
         self.family(cf)?;
-        let mut b = super::write::spare_batch();
-        add(&mut b);
-        self.write_opt(b, wo)
+        self.write_one(wo, add)
     }
 
     /// Sets `key` to `value` in column family `cf`.

@@ -291,9 +291,7 @@ impl DB {
         value: V,
         wo: &WriteOptions,
     ) -> Result<()> {
-        let mut b = write::spare_batch();
-        b.put(key, value);
-        self.write_opt(b, wo)
+        self.write_one(wo, |b| b.put(key, value))
     }
 
     /// Removes `key`.
@@ -303,9 +301,7 @@ impl DB {
 
     /// Removes `key` with write options.
     pub fn delete_opt<K: AsRef<[u8]>>(&self, key: K, wo: &WriteOptions) -> Result<()> {
-        let mut b = write::spare_batch();
-        b.delete(key);
-        self.write_opt(b, wo)
+        self.write_one(wo, |b| b.delete(key))
     }
 
     /// Removes every key in `[from, to)` (half open, under the database's
@@ -325,9 +321,7 @@ impl DB {
         to: K,
         wo: &WriteOptions,
     ) -> Result<()> {
-        let mut b = write::spare_batch();
-        b.delete_range(from, to);
-        self.write_opt(b, wo)
+        self.write_one(wo, |b| b.delete_range(from, to))
     }
 
     /// Applies a batch atomically.
@@ -348,8 +342,18 @@ impl DB {
         value: V,
         wo: &WriteOptions,
     ) -> Result<()> {
+        self.write_one(wo, |b| b.merge(key, value))
+    }
+
+    /// Writes the one-record batch `add` makes, in a batch buffer this
+    /// thread kept from its last write (see `write::spare_batch`).
+    pub(crate) fn write_one(
+        &self,
+        wo: &WriteOptions,
+        add: impl FnOnce(&mut WriteBatch),
+    ) -> Result<()> {
         let mut b = write::spare_batch();
-        b.merge(key, value);
+        add(&mut b);
         self.write_opt(b, wo)
     }
 

@@ -104,30 +104,37 @@ pub(crate) fn spare_batch() -> WriteBatch {
     }
 }
 
-/// A writer for one write: this thread's kept writer when nothing else
-/// holds it any more (the last group it was in is over), else a new one.
-fn writer_for(batch: Option<WriteBatch>, sync: bool, disable_wal: bool) -> Arc<Writer> {
-    let slot = WriterSlot {
-        batch,
-        job: None,
-        done: false,
-        result: Ok(()),
-    };
-    if let Some(mut w) = SPARE_WRITER.try_with(Cell::take).ok().flatten() {
-        if let Some(kept) = Arc::get_mut(&mut w) {
-            kept.sync = sync;
-            kept.disable_wal = disable_wal;
-            *kept.slot.get_mut() = slot;
-            return w;
-        }
+/// `value` in `kept`'s allocation when nothing else holds it, else in a
+/// new one.
+fn reuse_or_new<T>(kept: Option<Arc<T>>, value: T) -> Arc<T> {
+    match kept {
+        Some(mut a) => match Arc::get_mut(&mut a) {
+            Some(old) => {
+                *old = value;
+                a
+            }
+            None => Arc::new(value),
+        },
+        None => Arc::new(value),
     }
-    Arc::new(Writer {
-        slot: Mutex::new(slot),
+}
+
+/// A writer for one write, in this thread's kept writer when nothing else
+/// holds it any more (the last group it was in is over).
+fn writer_for(batch: Option<WriteBatch>, sync: bool, disable_wal: bool) -> Arc<Writer> {
+    let writer = Writer {
+        slot: Mutex::new(WriterSlot {
+            batch,
+            job: None,
+            done: false,
+            result: Ok(()),
+        }),
         sync,
         disable_wal,
         cv: Condvar::new(),
         wakeups: AtomicU32::new(0),
-    })
+    };
+    reuse_or_new(SPARE_WRITER.try_with(Cell::take).ok().flatten(), writer)
 }
 
 /// Keeps `w` (and the batch buffer in its slot, if not too big) for this
@@ -449,17 +456,7 @@ impl DbInner {
             helped: AtomicUsize::new(0),
             leader: Some(leader.clone()),
         };
-        let shared = match st.write_scratch.group.take() {
-            Some(mut kept) => {
-                if let Some(state) = Arc::get_mut(&mut kept) {
-                    *state = fresh;
-                    kept
-                } else {
-                    Arc::new(fresh)
-                }
-            }
-            None => Arc::new(fresh),
-        };
+        let shared = reuse_or_new(st.write_scratch.group.take(), fresh);
         // Under the database mutex, as every change a waiting writer
         // watches for (see `write_or_switch`).
         for (w, offset) in followers {
