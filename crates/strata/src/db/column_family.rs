@@ -204,7 +204,7 @@ impl DbInner {
         self.dropped.store(true, Ordering::Release);
         // Readers that hold the old view finish with it; new ones fail.
         self.read_view.store(Arc::new(ReadView {
-            mem: Arc::new(MemTable::new(self.icmp.clone())),
+            mem: Arc::new(MemTable::new(self.icmp.clone(), 0)),
             imm: Vec::new(),
             version: Arc::new(crate::version::Version::empty()),
         }));

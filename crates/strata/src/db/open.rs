@@ -323,7 +323,7 @@ pub(crate) fn make_cf(shared: &Arc<DbShared>, id: u32, name: &str, opts: &Option
         user_cmp: ucmp,
         table_cache,
         read_view: ArcSwap::from_pointee(ReadView {
-            mem: Arc::new(MemTable::new(icmp.clone())),
+            mem: Arc::new(MemTable::new(icmp.clone(), opts.write_buffer_size)),
             imm: Vec::new(),
             version: Arc::new(crate::version::Version::empty()),
         }),
@@ -623,7 +623,10 @@ impl DbInner {
                 .cfs
                 .iter()
                 .map(|(&id, c)| {
-                    let mem = Arc::new(MemTable::new(c.handle.icmp.clone()));
+                    let mem = Arc::new(MemTable::new(
+                        c.handle.icmp.clone(),
+                        c.handle.opts.write_buffer_size,
+                    ));
                     (id, c.handle.clone(), mem)
                 })
                 .collect(),
@@ -679,7 +682,10 @@ impl DbInner {
             self.replay_log(st_ref, number, &mut rec, &mut max_seq, |rec| {
                 for (i, (_, h, mem)) in rec.mems.iter_mut().enumerate() {
                     if mem.approximate_memory_usage() >= h.opts.write_buffer_size {
-                        let full = std::mem::replace(mem, Arc::new(MemTable::new(h.icmp.clone())));
+                        let full = std::mem::replace(
+                            mem,
+                            Arc::new(MemTable::new(h.icmp.clone(), h.opts.write_buffer_size)),
+                        );
                         flushes.push((i, full));
                     }
                 }

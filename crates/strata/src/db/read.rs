@@ -501,9 +501,10 @@ mod tests {
     #[test]
     fn pinned_memtable_values_outlive_their_readers() {
         let n = if cfg!(miri) { 30 } else { 3000 };
-        let mem = Arc::new(MemTable::new(InternalKeyComparator::new(Arc::new(
-            BytewiseComparator,
-        ))));
+        let mem = Arc::new(MemTable::new(
+            InternalKeyComparator::new(Arc::new(BytewiseComparator)),
+            64 << 20,
+        ));
         for i in 0..n {
             mem.add(i as u64 + 1, ValueKind::Value, &key(i), &value(i));
         }

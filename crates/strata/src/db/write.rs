@@ -626,7 +626,10 @@ impl DbInner {
         st.live_logs.push_back((number, 0));
         for (&id, cf) in st.cfs.iter_mut() {
             if ids.contains(&id) {
-                let fresh = Arc::new(MemTable::new(cf.handle.icmp.clone()));
+                let fresh = Arc::new(MemTable::new(
+                    cf.handle.icmp.clone(),
+                    cf.handle.opts.write_buffer_size,
+                ));
                 let old_mem = std::mem::replace(&mut cf.mem, fresh);
                 let old_log = std::mem::replace(&mut cf.mem_log_number, number);
                 cf.imm.push_back(ImmMemTable {

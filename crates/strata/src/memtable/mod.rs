@@ -84,10 +84,15 @@ pub struct MemTable {
 }
 
 impl MemTable {
-    /// An empty memtable ordered by `cmp`.
-    pub fn new(cmp: InternalKeyComparator) -> MemTable {
+    /// An empty memtable ordered by `cmp`, for a column family that
+    /// switches memtables at `write_buffer_size` bytes (which sizes the
+    /// arena's blocks: [`arena::block_size_for`]).
+    pub fn new(cmp: InternalKeyComparator, write_buffer_size: usize) -> MemTable {
         MemTable {
-            list: SkipList::new(InternalKeyOrder::new(cmp)),
+            list: SkipList::new(
+                InternalKeyOrder::new(cmp),
+                arena::block_size_for(write_buffer_size),
+            ),
             num_deletes: AtomicUsize::new(0),
             first_sequence: AtomicU64::new(u64::MAX),
             largest_sequence: AtomicU64::new(0),

@@ -233,9 +233,10 @@ impl<C> fmt::Debug for SkipList<C> {
 }
 
 impl<C: EntryOrder> SkipList<C> {
-    /// An empty list ordered by `order`.
-    pub(crate) fn new(order: C) -> SkipList<C> {
-        let arena = Arena::new();
+    /// An empty list ordered by `order`, its arena's blocks growing to
+    /// `block_size` bytes (see [`super::arena::block_size_for`]).
+    pub(crate) fn new(order: C, block_size: usize) -> SkipList<C> {
+        let arena = Arena::new(block_size);
         let head = allocate_node(&arena, MAX_HEIGHT, &[]);
         SkipList {
             order,
@@ -692,7 +693,7 @@ mod tests {
 
     #[test]
     fn empty_list() {
-        let list = SkipList::new(Bytewise);
+        let list = SkipList::new(Bytewise, 4096);
         assert_eq!(list.len(), 0);
         assert!(list.first().is_none() && list.last().is_none());
         assert!(list.seek(b"a").is_none() && list.find_less_than(b"a").is_none());
@@ -700,7 +701,7 @@ mod tests {
 
     #[test]
     fn ordered_after_shuffled_inserts() {
-        let list = SkipList::new(Bytewise);
+        let list = SkipList::new(Bytewise, super::super::arena::HUGE_BLOCK);
         let n: u32 = if cfg!(miri) { 300 } else { 2000 };
         let mut keys: Vec<u32> = (0..n).map(|i| (i * 7919) % n).collect();
         for k in &keys {
@@ -721,7 +722,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "duplicate")]
     fn duplicate_key_panics() {
-        let list = SkipList::new(Bytewise);
+        let list = SkipList::new(Bytewise, 4096);
         list.insert(&[b"a"]);
         list.insert(&[b"a"]);
     }
@@ -739,7 +740,7 @@ mod tests {
         let (seeds, runs) = if cfg!(miri) { (2, 4) } else { (20, 30) };
         for seed in 0..seeds {
             let mut rng = StdRng::seed_from_u64(seed);
-            let list = SkipList::new(Bytewise);
+            let list = SkipList::new(Bytewise, super::super::arena::HUGE_BLOCK);
             let mut model = BTreeSet::new();
             for _run in 0..runs {
                 let len = rng.gen_range(1..200u32);
@@ -782,7 +783,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "duplicate")]
     fn duplicate_next_to_splice_panics() {
-        let list = SkipList::new(Bytewise);
+        let list = SkipList::new(Bytewise, 4096);
         let mut writer = list.writer();
         writer.insert(&[b"b"]);
         writer.insert(&[b"c"]);
@@ -817,7 +818,7 @@ mod tests {
                 })
                 .collect()
         };
-        let list = SkipList::new(Bytewise);
+        let list = SkipList::new(Bytewise, super::super::arena::HUGE_BLOCK);
         let mut model = BTreeSet::new();
         for round in 0..rounds {
             let done = AtomicBool::new(false);

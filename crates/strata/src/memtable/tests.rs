@@ -16,9 +16,10 @@ use crate::key::{BytewiseComparator, Comparator, ParsedInternalKey};
 type Model = BTreeMap<(Vec<u8>, Reverse<u64>), (ValueKind, Vec<u8>)>;
 
 fn new_mem() -> Arc<MemTable> {
-    Arc::new(MemTable::new(InternalKeyComparator::new(Arc::new(
-        BytewiseComparator,
-    ))))
+    Arc::new(MemTable::new(
+        InternalKeyComparator::new(Arc::new(BytewiseComparator)),
+        64 << 20,
+    ))
 }
 
 fn ikey(user_key: &[u8], seq: u64, kind: ValueKind) -> Vec<u8> {
