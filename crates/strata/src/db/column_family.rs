@@ -23,7 +23,6 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::key::InternalKeyComparator;
-use crate::memtable::MemTable;
 use crate::version::{VersionEdit, DEFAULT_COLUMN_FAMILY_ID};
 
 /// A handle to a column family, as `rocksdb::ColumnFamily`.
@@ -204,7 +203,7 @@ impl DbInner {
         self.dropped.store(true, Ordering::Release);
         // Readers that hold the old view finish with it; new ones fail.
         self.read_view.store(Arc::new(ReadView {
-            mem: Arc::new(MemTable::new(self.icmp.clone(), 0)),
+            mem: self.new_memtable(),
             imm: Vec::new(),
             version: Arc::new(crate::version::Version::empty()),
         }));

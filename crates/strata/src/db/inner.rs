@@ -288,6 +288,15 @@ impl ReadView {
 }
 
 impl DbInner {
+    /// An empty memtable for this family: its comparator, its arena sized
+    /// by its write buffer.
+    pub(crate) fn new_memtable(&self) -> Arc<MemTable> {
+        Arc::new(MemTable::new(
+            self.icmp.clone(),
+            self.opts.write_buffer_size,
+        ))
+    }
+
     /// What a read needs: one reference to the published view.
     ///
     /// Takes no lock: the sequence number first, then the view. Every

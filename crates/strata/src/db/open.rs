@@ -622,13 +622,7 @@ impl DbInner {
             mems: st
                 .cfs
                 .iter()
-                .map(|(&id, c)| {
-                    let mem = Arc::new(MemTable::new(
-                        c.handle.icmp.clone(),
-                        c.handle.opts.write_buffer_size,
-                    ));
-                    (id, c.handle.clone(), mem)
-                })
+                .map(|(&id, c)| (id, c.handle.clone(), c.handle.new_memtable()))
                 .collect(),
             last: None,
         }
@@ -682,10 +676,7 @@ impl DbInner {
             self.replay_log(st_ref, number, &mut rec, &mut max_seq, |rec| {
                 for (i, (_, h, mem)) in rec.mems.iter_mut().enumerate() {
                     if mem.approximate_memory_usage() >= h.opts.write_buffer_size {
-                        let full = std::mem::replace(
-                            mem,
-                            Arc::new(MemTable::new(h.icmp.clone(), h.opts.write_buffer_size)),
-                        );
+                        let full = std::mem::replace(mem, h.new_memtable());
                         flushes.push((i, full));
                     }
                 }

@@ -107,16 +107,13 @@ pub(crate) fn spare_batch() -> WriteBatch {
 /// `value` in `kept`'s allocation when nothing else holds it, else in a
 /// new one.
 fn reuse_or_new<T>(kept: Option<Arc<T>>, value: T) -> Arc<T> {
-    match kept {
-        Some(mut a) => match Arc::get_mut(&mut a) {
-            Some(old) => {
-                *old = value;
-                a
-            }
-            None => Arc::new(value),
-        },
-        None => Arc::new(value),
+    if let Some(mut a) = kept {
+        if let Some(old) = Arc::get_mut(&mut a) {
+            *old = value;
+            return a;
+        }
     }
+    Arc::new(value)
 }
 
 /// A writer for one write, in this thread's kept writer when nothing else
@@ -626,11 +623,7 @@ impl DbInner {
         st.live_logs.push_back((number, 0));
         for (&id, cf) in st.cfs.iter_mut() {
             if ids.contains(&id) {
-                let fresh = Arc::new(MemTable::new(
-                    cf.handle.icmp.clone(),
-                    cf.handle.opts.write_buffer_size,
-                ));
-                let old_mem = std::mem::replace(&mut cf.mem, fresh);
+                let old_mem = std::mem::replace(&mut cf.mem, cf.handle.new_memtable());
                 let old_log = std::mem::replace(&mut cf.mem_log_number, number);
                 cf.imm.push_back(ImmMemTable {
                     mem: old_mem,

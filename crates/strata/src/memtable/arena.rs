@@ -202,8 +202,10 @@ impl Arena {
 }
 
 /// Maps a [`HUGE_BLOCK`]-sized block aligned to its size and asks for huge
-/// pages. `None` when `bytes` is another size, under Miri, or off Linux
-/// (the caller then takes it from the heap).
+/// pages. `None` when `bytes` is another size, under Miri, off Linux, or
+/// when the mapping fails (the process's map count limit, say): the
+/// caller then takes the block from the heap, which decides whether the
+/// memory is there.
 #[cfg(all(target_os = "linux", not(miri)))]
 fn map_huge_block(bytes: usize) -> Option<NonNull<u8>> {
     if bytes != HUGE_BLOCK {
@@ -222,7 +224,7 @@ fn map_huge_block(bytes: usize) -> Option<NonNull<u8>> {
         )
     };
     if raw == libc::MAP_FAILED {
-        alloc::handle_alloc_error(Layout::from_size_align(bytes, HUGE_BLOCK).expect("valid"));
+        return None;
     }
     let start = raw.addr();
     let aligned = (start + HUGE_BLOCK - 1) & !(HUGE_BLOCK - 1);
@@ -284,6 +286,16 @@ fn unmap_huge_block(_ptr: NonNull<u8>) {
 mod tests {
     use super::*;
 
+    impl Block {
+        /// The block's size in bytes.
+        fn size(&self) -> usize {
+            match self.origin {
+                Origin::Heap(layout) => layout.size(),
+                Origin::Mapped => HUGE_BLOCK,
+            }
+        }
+    }
+
     fn fill(ptr: NonNull<u8>, len: usize, byte: u8) {
         // SAFETY: the arena returned `len` writable bytes at `ptr`.
         unsafe { ptr.as_ptr().write_bytes(byte, len) };
@@ -324,12 +336,8 @@ mod tests {
     fn seen_ptr(arena: &Arena, addr: usize) -> *const u8 {
         let state = arena.state.lock();
         for block in &state.blocks {
-            let len = match block.origin {
-                Origin::Heap(layout) => layout.size(),
-                Origin::Mapped => HUGE_BLOCK,
-            };
             let start = block.ptr.as_ptr().addr();
-            if (start..start + len).contains(&addr) {
+            if (start..start + block.size()).contains(&addr) {
                 return block.ptr.as_ptr().wrapping_add(addr - start);
             }
         }
@@ -384,14 +392,7 @@ mod tests {
             arena.allocate(1000, 8);
         }
         let state = arena.state.lock();
-        let sizes: Vec<usize> = state
-            .blocks
-            .iter()
-            .map(|b| match b.origin {
-                Origin::Heap(layout) => layout.size(),
-                Origin::Mapped => HUGE_BLOCK,
-            })
-            .collect();
+        let sizes: Vec<usize> = state.blocks.iter().map(Block::size).collect();
         let mut expect = Vec::new();
         let mut total = 0;
         while expect.len() < sizes.len() {
