@@ -25,7 +25,7 @@ use crate::error::Result;
 use crate::key::prefix_search::compare_internal_in;
 use crate::key::{extract_user_key, pack_trailer, SequenceNumber, ValueKind};
 use crate::sst::filter::filter_hash;
-use crate::sst::{Found, TableProbe};
+use crate::sst::{Found, MultiGetScratch, TableProbe};
 use crate::version::{FileMetaData, NUM_LEVELS};
 
 use super::inner::{DbInner, SuperVersion};
@@ -203,7 +203,10 @@ impl DbInner {
         fill_cache: bool,
     ) {
         let ucmp = &*self.user_cmp;
-        let mut probes = Vec::with_capacity(pending.len());
+        let scratch = &mut (
+            Vec::with_capacity(pending.len()),
+            MultiGetScratch::default(),
+        );
         active.clear();
         active.extend(0..pending.len());
         let v = &sv.version;
@@ -216,7 +219,7 @@ impl DbInner {
                 active[start..].partition_point(|&j| ucmp.compare(pending.user_key(j), hi).is_le());
             if len > 0 {
                 let group = &active[start..start + len];
-                self.file_get((0, f), pending, &mut probes, group, answers, fill_cache);
+                self.file_get((0, f), pending, scratch, group, answers, fill_cache);
                 active.retain(|&j| answers.results[pending.key_index[j]].is_none());
             }
         }
@@ -248,7 +251,7 @@ impl DbInner {
                 if current != Some(f) && !group.is_empty() {
                     let prev = current.expect("a group belongs to a file");
                     let file = (level, &*files[prev]);
-                    self.file_get(file, pending, &mut probes, &group, answers, fill_cache);
+                    self.file_get(file, pending, scratch, &group, answers, fill_cache);
                     group.clear();
                 }
                 current = Some(f);
@@ -262,7 +265,7 @@ impl DbInner {
             }
             if let (Some(f), false) = (current, group.is_empty()) {
                 let file = (level, &*files[f]);
-                self.file_get(file, pending, &mut probes, &group, answers, fill_cache);
+                self.file_get(file, pending, scratch, &group, answers, fill_cache);
                 group.clear();
             }
             active.retain(|&j| answers.results[pending.key_index[j]].is_none());
@@ -271,12 +274,13 @@ impl DbInner {
 
     /// Looks up the pending keys `group` (ascending positions in `pending`)
     /// in table `f` of `level`, recording each answer the table gives.
-    /// `probes` is scratch, reused across the files of a batch.
+    /// The probe list and table scratch are reused across the files of a
+    /// batch.
     fn file_get<'p>(
         &self,
         (level, f): (usize, &FileMetaData),
         pending: &'p Pending,
-        probes: &mut Vec<TableProbe<'p>>,
+        (probes, scratch): &mut (Vec<TableProbe<'p>>, MultiGetScratch),
         group: &[usize],
         answers: &mut Answers<'_>,
         fill_cache: bool,
@@ -293,7 +297,7 @@ impl DbInner {
         probes.clear();
         probes.extend(group.iter().map(|&j| pending.probe(j)));
         let need_sequence = !answers.floors.is_empty();
-        table.multi_get(probes, fill_cache, need_sequence, &mut |p, r| {
+        table.multi_get(probes, fill_cache, need_sequence, scratch, &mut |p, r| {
             let i = pending.key_index[group[p]];
             let floor = answers.floors.get(i).copied().unwrap_or(0);
             answers.results[i] = Some(match r {

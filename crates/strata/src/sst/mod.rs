@@ -46,7 +46,7 @@ pub use properties::TableProperties;
 pub(crate) use table::{Found, Table, TableIter, TableOpenOptions, TableWriter};
 pub use table_builder::TableBuilder;
 pub use table_iter::TableIterator;
-pub(crate) use table_reader::{MetaPlacement, TableIndex, TableProbe};
+pub(crate) use table_reader::{MetaPlacement, MultiGetScratch, TableIndex, TableProbe};
 pub use table_reader::{TableEntry, TableReader};
 
 /// Metaindex name of the bloom filter block.

@@ -15,8 +15,8 @@ use bytes::Bytes;
 
 use super::packed::{is_packed_table, PackedTableBuilder, PackedTableIterator, PackedTableReader};
 use super::{
-    BlockPropertyFilter, MetaPlacement, TableBuilder, TableEntry, TableIterator, TableOptions,
-    TableProbe, TableProperties, TableReader,
+    BlockPropertyFilter, MetaPlacement, MultiGetScratch, TableBuilder, TableEntry, TableIterator,
+    TableOptions, TableProbe, TableProperties, TableReader,
 };
 
 /// What a table holds for a database read: the newest visible entry's
@@ -135,10 +135,11 @@ impl Table {
         probes: &[TableProbe<'_>],
         fill_cache: bool,
         need_sequence: bool,
+        scratch: &mut MultiGetScratch,
         answer: &mut dyn FnMut(usize, Result<Found>),
     ) {
         match self {
-            Table::Block(t) => t.multi_get(probes, fill_cache, &mut |i, r| {
+            Table::Block(t) => t.multi_get(probes, fill_cache, scratch, &mut |i, r| {
                 answer(i, r.map(Found::from))
             }),
             // A lookup is a few integer operations: nothing to batch.

@@ -38,7 +38,7 @@ mod multi_get;
 
 use meta::Meta;
 pub(crate) use meta::{MetaPlacement, TableIndex};
-pub(crate) use multi_get::TableProbe;
+pub(crate) use multi_get::{MultiGetScratch, TableProbe};
 
 /// The newest entry for a user key at or below a lookup's sequence number.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -448,6 +448,56 @@ impl BlockIter {
     }
 }
 
+/// A seek in stages, for a batch of point lookups that runs each stage for
+/// all its keys before the next, so that the cache misses of different
+/// keys overlap instead of following one another: the restart keys of
+/// each block ([`BlockIter::prefetch_restart_keys`]), each key's restart
+/// search ([`BlockIter::seek_start`], which asks for the lines of the
+/// interval it picks), then each key's scan ([`BlockIter::seek_from`]).
+/// `seek_start` then `seek_from` is exactly [`InternalIterator::seek`].
+impl BlockIter {
+    /// True when the block has a hash index, which
+    /// [`BlockIter::seek_for_get`] uses instead of the staged seek.
+    pub(crate) fn has_hash_index(&self) -> bool {
+        self.hash_index.is_some()
+    }
+
+    /// Asks the CPU for the lines of the first `max` restart keys, which
+    /// the restart search of a seek reads.
+    pub(crate) fn prefetch_restart_keys(&self, max: u32) {
+        for index in 0..self.num_restarts.min(max) {
+            self.prefetch_restart_key(index);
+        }
+    }
+
+    /// The restart interval where a seek for `target` starts its scan (the
+    /// last restart key below `target`, or 0), with its lines asked for;
+    /// `None` after corruption (recorded in the status). Does not move the
+    /// iterator.
+    pub(crate) fn seek_start(&mut self, target: &[u8]) -> Option<u32> {
+        if self.status.is_err() {
+            return None;
+        }
+        let index = self.search_restarts(target)?;
+        self.prefetch_interval(index);
+        Some(index)
+    }
+
+    /// Finishes a seek for `target` that [`BlockIter::seek_start`] started
+    /// at restart interval `index`: scans from there to the first key
+    /// `>= target`.
+    pub(crate) fn seek_from(&mut self, target: &[u8], index: u32) {
+        if self.status.is_err() || !self.seek_to_restart(index) {
+            return;
+        }
+        while self.parse_next() {
+            if self.compare(self.key(), target) != Ordering::Less {
+                return;
+            }
+        }
+    }
+}
+
 /// Prefix steps: passing the entries of a [`PrefixRun`] without looking
 /// at each one where the block's layout proves them covered.
 impl BlockIter {
@@ -836,20 +886,8 @@ impl InternalIterator for BlockIter {
     }
 
     fn seek(&mut self, target: &[u8]) {
-        if self.status.is_err() {
-            return;
-        }
-        let Some(index) = self.search_restarts(target) else {
-            return;
-        };
-        self.prefetch_interval(index);
-        if !self.seek_to_restart(index) {
-            return;
-        }
-        while self.parse_next() {
-            if self.compare(self.key(), target) != Ordering::Less {
-                return;
-            }
+        if let Some(index) = self.seek_start(target) {
+            self.seek_from(target, index);
         }
     }
 

@@ -11,17 +11,23 @@
 //! 3. blocks: each distinct data block is fetched once (from the block cache
 //!    or the file), with the lines each of its keys reads first prefetched
 //!    on a cache hit, all blocks before any seek;
-//! 4. seeks: each key seeks in its block; values are slices of the block
-//!    (no copy).
+//! 4. seeks: each key seeks in its block, in stages (every block's restart
+//!    keys asked for, then every key's restart search, which asks for the
+//!    interval it will scan, then every scan); values are slices of the
+//!    block (no copy).
 //!
 //! A failed block read fails only the keys of that block.
 
 use super::TableReader;
 use crate::error::Result;
 use crate::key::extract_user_key;
-use crate::sst::block::Block;
+use crate::sst::block::{Block, BlockIter};
 use crate::sst::index_array::IndexArray;
 use crate::sst::TableEntry;
+
+/// Restart keys of each block asked for before the restart searches: all
+/// of them in a 4 KiB block of entries over 100 bytes (16 per interval).
+const RESTART_KEYS_PREFETCHED: u32 = 8;
 
 /// One key of a batched lookup: its lookup key (user key, the read's
 /// sequence number, kind `FOR_SEEK`) and its user key's
@@ -42,6 +48,19 @@ struct BlockRun {
     block: Option<Result<Block>>,
 }
 
+/// The working vectors of [`TableReader::multi_get`], kept by the caller
+/// across the tables of a batch so that each table's share allocates
+/// nothing once they have grown.
+#[derive(Default)]
+pub(crate) struct MultiGetScratch {
+    /// (probe, block index) of each probe the filter passes.
+    survivors: Vec<(usize, usize)>,
+    runs: Vec<BlockRun>,
+    iters: Vec<Result<BlockIter>>,
+    /// Per survivor, the restart interval its staged seek starts from.
+    starts: Vec<Option<u32>>,
+}
+
 impl TableReader {
     /// Looks up every probe of `probes`, which ascend by lookup key under
     /// the table's internal-key order, and calls `answer(i, result)` for
@@ -53,6 +72,7 @@ impl TableReader {
         &self,
         probes: &[TableProbe<'_>],
         fill_cache: bool,
+        scratch: &mut MultiGetScratch,
         answer: &mut dyn FnMut(usize, Result<TableEntry>),
     ) {
         #[cfg(debug_assertions)]
@@ -82,8 +102,14 @@ impl TableReader {
         // Pass 2: filter tests and the block of each survivor. `survivors`
         // holds (probe, block index) in probe order, so blocks ascend too.
         let num_blocks = index.len();
-        let mut survivors: Vec<(usize, usize)> = Vec::with_capacity(probes.len());
-        let mut runs: Vec<BlockRun> = Vec::with_capacity(probes.len());
+        let MultiGetScratch {
+            survivors,
+            runs,
+            iters,
+            starts,
+        } = scratch;
+        survivors.clear();
+        runs.clear();
         for (i, p) in probes.iter().enumerate() {
             let probe = self.probe_hash(extract_user_key(p.lookup), p.hash);
             if let (Some(f), Some(h)) = (&filter, probe) {
@@ -113,7 +139,7 @@ impl TableReader {
         }
         // Pass 3: each block once, all of them before any seek, so that the
         // lines the seeks read first are on their way for every block.
-        for run in &mut runs {
+        for run in runs.iter_mut() {
             let handle = index.handle(run.block_index);
             let keys = &survivors[run.start..run.end];
             run.block = Some(self.read_data_block_with(handle, fill_cache, |b| {
@@ -122,14 +148,45 @@ impl TableReader {
                 }
             }));
         }
-        // Pass 4: the seeks.
-        for run in runs {
+        // Pass 4: the seeks, each stage for every block or key before the
+        // next (`BlockIter`'s staged seek): restart keys, restart searches
+        // (which ask for the intervals), then the scans. Blocks with a hash
+        // index seek through it instead.
+        iters.clear();
+        iters.extend(runs.iter_mut().map(|run| {
+            let block = run
+                .block
+                .take()
+                .expect("every run's block was fetched in pass 3");
+            block.map(|b| self.data_block_iter(b))
+        }));
+        for it in iters.iter().flatten() {
+            if !it.has_hash_index() {
+                it.prefetch_restart_keys(RESTART_KEYS_PREFETCHED);
+            }
+        }
+        starts.clear();
+        starts.resize(survivors.len(), None);
+        for (run, it) in runs.iter().zip(iters.iter_mut()) {
+            let Ok(it) = it else { continue };
+            if it.has_hash_index() {
+                continue;
+            }
+            for (start, &(i, _)) in starts[run.start..run.end]
+                .iter_mut()
+                .zip(&survivors[run.start..run.end])
+            {
+                *start = it.seek_start(probes[i].lookup);
+            }
+        }
+        for (run, it) in runs.iter().zip(iters.drain(..)) {
             let keys = &survivors[run.start..run.end];
-            match run.block.expect("every run's block was fetched in pass 3") {
+            match it {
                 Err(e) => keys.iter().for_each(|&(i, _)| answer(i, Err(e.clone()))),
-                Ok(block) => {
+                Ok(it) => {
                     let run_at = (index, run.block_index);
-                    self.seek_run(block, run_at, keys, probes, fill_cache, answer)
+                    let starts = &starts[run.start..run.end];
+                    self.seek_run(it, run_at, keys, starts, probes, fill_cache, answer)
                 }
             }
         }
@@ -137,20 +194,27 @@ impl TableReader {
 
     /// The seeks of the probes `keys` (probe index, block index) that land
     /// in `block`, data block `block_index` of `index`.
+    #[allow(clippy::too_many_arguments)]
     fn seek_run(
         &self,
-        block: Block,
+        mut it: BlockIter,
         (index, block_index): (&IndexArray, usize),
         keys: &[(usize, usize)],
+        starts: &[Option<u32>],
         probes: &[TableProbe<'_>],
         fill_cache: bool,
         answer: &mut dyn FnMut(usize, Result<TableEntry>),
     ) {
-        let offset = block.offset();
-        let mut it = self.data_block_iter(block);
-        for &(i, _) in keys {
+        let offset = index.handle(block_index).offset;
+        for (&(i, _), &start) in keys.iter().zip(starts) {
             let TableProbe { lookup, hash } = probes[i];
-            it.seek_for_get(lookup, hash);
+            match start {
+                // Started by the staged seek.
+                Some(start) => it.seek_from(lookup, start),
+                // A hash-indexed block, or a corrupt one (whose status
+                // `entry_at` reports).
+                None => it.seek_for_get(lookup, hash),
+            }
             let decided = match self.entry_at(&it, lookup, offset) {
                 Ok(Some(found)) => Ok(found),
                 // Every key of the block is below the lookup: a separator
