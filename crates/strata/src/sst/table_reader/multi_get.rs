@@ -53,12 +53,20 @@ struct BlockRun {
 /// nothing once they have grown.
 #[derive(Default)]
 pub(crate) struct MultiGetScratch {
-    /// (probe, block index) of each probe the filter passes.
-    survivors: Vec<(usize, usize)>,
+    survivors: Vec<Survivor>,
     runs: Vec<BlockRun>,
     iters: Vec<Result<BlockIter>>,
-    /// Per survivor, the restart interval its staged seek starts from.
-    starts: Vec<Option<u32>>,
+}
+
+/// A probe that the filter lets through.
+#[derive(Clone, Copy)]
+struct Survivor {
+    /// Index in the probes.
+    probe: usize,
+    /// Where its staged seek starts: the restart interval its restart
+    /// search found (`None`: a block with a hash index, not searched, or
+    /// a search that met corruption).
+    start: Option<u32>,
 }
 
 impl TableReader {
@@ -100,13 +108,12 @@ impl TableReader {
             }
         }
         // Pass 2: filter tests and the block of each survivor. `survivors`
-        // holds (probe, block index) in probe order, so blocks ascend too.
+        // are in probe order, so their blocks ascend too.
         let num_blocks = index.len();
         let MultiGetScratch {
             survivors,
             runs,
             iters,
-            starts,
         } = scratch;
         survivors.clear();
         runs.clear();
@@ -135,7 +142,10 @@ impl TableReader {
                     block: None,
                 }),
             }
-            survivors.push((i, block_index));
+            survivors.push(Survivor {
+                probe: i,
+                start: None,
+            });
         }
         // Pass 3: each block once, all of them before any seek, so that the
         // lines the seeks read first are on their way for every block.
@@ -143,8 +153,8 @@ impl TableReader {
             let handle = index.handle(run.block_index);
             let keys = &survivors[run.start..run.end];
             run.block = Some(self.read_data_block_with(handle, fill_cache, |b| {
-                for &(i, _) in keys {
-                    b.prefetch_for_get(probes[i].hash);
+                for s in keys {
+                    b.prefetch_for_get(probes[s.probe].hash);
                 }
             }));
         }
@@ -165,48 +175,40 @@ impl TableReader {
                 it.prefetch_restart_keys(RESTART_KEYS_PREFETCHED);
             }
         }
-        starts.clear();
-        starts.resize(survivors.len(), None);
         for (run, it) in runs.iter().zip(iters.iter_mut()) {
             let Ok(it) = it else { continue };
             if it.has_hash_index() {
                 continue;
             }
-            for (start, &(i, _)) in starts[run.start..run.end]
-                .iter_mut()
-                .zip(&survivors[run.start..run.end])
-            {
-                *start = it.seek_start(probes[i].lookup);
+            for s in &mut survivors[run.start..run.end] {
+                s.start = it.seek_start(probes[s.probe].lookup);
             }
         }
         for (run, it) in runs.iter().zip(iters.drain(..)) {
             let keys = &survivors[run.start..run.end];
             match it {
-                Err(e) => keys.iter().for_each(|&(i, _)| answer(i, Err(e.clone()))),
+                Err(e) => keys.iter().for_each(|s| answer(s.probe, Err(e.clone()))),
                 Ok(it) => {
                     let run_at = (index, run.block_index);
-                    let starts = &starts[run.start..run.end];
-                    self.seek_run(it, run_at, keys, starts, probes, fill_cache, answer)
+                    self.seek_run(it, run_at, keys, probes, fill_cache, answer)
                 }
             }
         }
     }
 
-    /// The seeks of the probes `keys` (probe index, block index) that land
-    /// in `block`, data block `block_index` of `index`.
-    #[allow(clippy::too_many_arguments)]
+    /// The seeks of the probes `keys` that land in data block `block_index`
+    /// of `index`, which `it` iterates.
     fn seek_run(
         &self,
         mut it: BlockIter,
         (index, block_index): (&IndexArray, usize),
-        keys: &[(usize, usize)],
-        starts: &[Option<u32>],
+        keys: &[Survivor],
         probes: &[TableProbe<'_>],
         fill_cache: bool,
         answer: &mut dyn FnMut(usize, Result<TableEntry>),
     ) {
         let offset = index.handle(block_index).offset;
-        for (&(i, _), &start) in keys.iter().zip(starts) {
+        for &Survivor { probe: i, start } in keys {
             let TableProbe { lookup, hash } = probes[i];
             match start {
                 // Started by the staged seek.
