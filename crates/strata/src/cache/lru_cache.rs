@@ -50,9 +50,10 @@ static SHARD_HASHER: ahash::RandomState = ahash::RandomState::with_seeds(
 ///
 /// A key's hash picks its shard (upper bits of a 64-bit hash); each shard is
 /// an independent LRU under its own `parking_lot::Mutex`, so threads working
-/// on different shards do not contend. Each shard keeps its entries in a
-/// doubly linked recency list stored in a `Vec` slab, indexed by a `HashMap`,
-/// so insert, lookup and eviction are O(1). A hit marks its entry instead of
+/// on different shards do not contend. Each shard keeps its values in a
+/// `HashMap`, each beside the slot of its key's node in a doubly linked
+/// recency list stored in a `Vec` slab, so insert, lookup and eviction are
+/// O(1) and a hit reads one bucket of the map. A hit marks its entry instead of
 /// moving it; eviction gives a marked entry at the LRU end a second chance
 /// (RocksDB's `LRUCache` relinks on every hit; CLOCK-style caches such as its
 /// `HyperClockCache` do not, which is what this follows). The capacity is split between

@@ -16,9 +16,8 @@
 const NIL: usize = usize::MAX;
 
 /// One cached entry and its links.
-struct Node<K, V> {
+struct Node<K> {
     key: K,
-    value: V,
     charge: usize,
     /// Slot of the next more recently used node, or `NIL` at the MRU end.
     newer: usize,
@@ -28,16 +27,10 @@ struct Node<K, V> {
     referenced: bool,
 }
 
-/// An entry taken out of the list.
-pub(super) struct Unlinked<K, V> {
-    pub(super) key: K,
-    pub(super) value: V,
-}
-
 /// Entries ordered from most to least recently used.
-pub(super) struct LruList<K, V> {
+pub(super) struct LruList<K> {
     /// `None` marks a free slot (listed in `free`).
-    slots: Vec<Option<Node<K, V>>>,
+    slots: Vec<Option<Node<K>>>,
     free: Vec<usize>,
     mru: usize,
     lru: usize,
@@ -45,9 +38,9 @@ pub(super) struct LruList<K, V> {
     charge_total: usize,
 }
 
-impl<K, V> LruList<K, V> {
-    /// Bytes of one slab slot: an entry's key, value (inline part) and links.
-    pub(super) const SLOT_BYTES: usize = std::mem::size_of::<Option<Node<K, V>>>();
+impl<K> LruList<K> {
+    /// Bytes of one slab slot: an entry's key, charge and links.
+    pub(super) const SLOT_BYTES: usize = std::mem::size_of::<Option<Node<K>>>();
 
     /// An empty list that has allocated nothing.
     pub(super) fn new() -> Self {
@@ -76,16 +69,10 @@ impl<K, V> LruList<K, V> {
         (self.lru != NIL).then_some(self.lru)
     }
 
-    /// The value stored in `slot`.
-    pub(super) fn value(&self, slot: usize) -> &V {
-        &self.node(slot).value
-    }
-
     /// Links a new entry at the MRU end and returns its slot.
-    pub(super) fn push_mru(&mut self, key: K, value: V, charge: usize) -> usize {
+    pub(super) fn push_mru(&mut self, key: K, charge: usize) -> usize {
         let node = Node {
             key,
-            value,
             charge,
             newer: NIL,
             older: self.mru,
@@ -114,8 +101,8 @@ impl<K, V> LruList<K, V> {
         slot
     }
 
-    /// Unlinks the entry in `slot`, frees the slot and returns the entry.
-    pub(super) fn remove(&mut self, slot: usize) -> Unlinked<K, V> {
+    /// Unlinks the entry in `slot`, frees the slot and returns its key.
+    pub(super) fn remove(&mut self, slot: usize) -> K {
         self.unlink(slot);
         let node = self.slots[slot]
             .take()
@@ -123,10 +110,7 @@ impl<K, V> LruList<K, V> {
         self.free.push(slot);
         self.len -= 1;
         self.charge_total -= node.charge;
-        Unlinked {
-            key: node.key,
-            value: node.value,
-        }
+        node.key
     }
 
     /// Records a read of the entry in `slot`: it will be given a second
@@ -183,14 +167,14 @@ impl<K, V> LruList<K, V> {
         }
     }
 
-    fn node(&self, slot: usize) -> &Node<K, V> {
+    fn node(&self, slot: usize) -> &Node<K> {
         match self.slots.get(slot) {
             Some(Some(node)) => node,
             _ => panic!("LRU slot {slot} is not a linked entry"),
         }
     }
 
-    fn node_mut(&mut self, slot: usize) -> &mut Node<K, V> {
+    fn node_mut(&mut self, slot: usize) -> &mut Node<K> {
         match self.slots.get_mut(slot) {
             Some(Some(node)) => node,
             _ => panic!("LRU slot {slot} is not a linked entry"),
@@ -250,16 +234,16 @@ impl<K, V> LruList<K, V> {
 mod tests {
     use super::LruList;
 
-    fn keys(list: &LruList<u32, u32>) -> Vec<u32> {
+    fn keys(list: &LruList<u32>) -> Vec<u32> {
         list.iter_mru_to_lru().map(|(_, &key)| key).collect()
     }
 
     #[test]
     fn push_touch_remove_keep_order_and_totals() {
         let mut list = LruList::new();
-        let a = list.push_mru(1, 10, 5);
-        let b = list.push_mru(2, 20, 7);
-        let c = list.push_mru(3, 30, 11);
+        let a = list.push_mru(1, 5);
+        let b = list.push_mru(2, 7);
+        let c = list.push_mru(3, 11);
         assert_eq!(keys(&list), [3, 2, 1]);
         assert_eq!(list.lru(), Some(a));
 
@@ -271,15 +255,14 @@ mod tests {
         assert_eq!(list.lru(), Some(c));
         list.check_invariants();
 
-        let removed = list.remove(a); // from the middle
-        assert_eq!((removed.key, removed.value), (1, 10));
+        assert_eq!(list.remove(a), 1); // from the middle
         assert_eq!(keys(&list), [2, 3]);
         assert_eq!((list.len(), list.charge_total()), (2, 18));
         list.check_invariants();
 
         // The freed slot is reused before the slab grows.
-        assert_eq!(list.push_mru(4, 40, 1), a);
-        assert_eq!(*list.value(a), 40);
+        assert_eq!(list.push_mru(4, 1), a);
+        assert_eq!(keys(&list), [4, 2, 3]);
         list.remove(c);
         list.remove(b);
         list.remove(a);

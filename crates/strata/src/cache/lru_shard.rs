@@ -9,9 +9,14 @@
 //! no other reason to touch; in a cache of hundreds of megabytes those are
 //! cache misses on every block read.
 //!
+//! The map holds each entry's value beside its list slot, so a hit reads
+//! the map's bucket and nothing else; the list's nodes hold keys, charges
+//! and links only, and a hit writes its node's mark (a store, which does not
+//! wait for the line to arrive the way a load does).
+//!
 //! Invariants, held whenever the owning mutex is released: the map and the
-//! list hold the same keys, each map value is that key's list slot, and the
-//! list's charge total is at most `capacity`.
+//! list hold the same keys, each map entry's slot is that key's list slot,
+//! and the list's charge total is at most `capacity`.
 //!
 //! Entries leaving the shard (evicted, replaced or erased) are pushed onto a
 //! caller-supplied list ([`Dropped`]) instead of being dropped here, so the
@@ -33,17 +38,24 @@ pub(super) type Dropped<K, V> = SmallVec<[(K, V); 4]>;
 /// A key index and recency list under one capacity. Not thread-safe; the
 /// cache keeps each shard behind its own mutex.
 pub(super) struct LruShard<K, V> {
-    index: HashMap<K, usize, ahash::RandomState>,
-    list: LruList<K, V>,
+    index: HashMap<K, Indexed<V>, ahash::RandomState>,
+    list: LruList<K>,
     capacity: usize,
+}
+
+/// A map entry: the value and its node's slot in the list.
+struct Indexed<V> {
+    slot: usize,
+    value: V,
 }
 
 impl<K, V> LruShard<K, V> {
     /// Estimated bytes the shard spends per entry besides the heap data its
-    /// value points to: the slab slot, plus the index entry (key, slot and a
-    /// control byte) at the hash table's maximum load factor of 7/8.
+    /// value points to: the slab slot, plus the index entry (key, slot,
+    /// value and a control byte) at the hash table's maximum load factor
+    /// of 7/8.
     pub(super) const ENTRY_OVERHEAD_BYTES: usize =
-        LruList::<K, V>::SLOT_BYTES + (std::mem::size_of::<(K, usize)>() + 1) * 8 / 7;
+        LruList::<K>::SLOT_BYTES + (std::mem::size_of::<(K, Indexed<V>)>() + 1) * 8 / 7;
 
     /// The most total charge this shard holds.
     #[cfg(test)]
@@ -94,41 +106,35 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
         // `capacity - charge` cannot underflow (checked above), and comparing
         // against it cannot overflow where `usage + charge` might.
         self.evict_while_over(self.capacity - charge, dropped);
-        let slot = self.list.push_mru(key.clone(), value, charge);
-        self.index.insert(key, slot);
+        let slot = self.list.push_mru(key.clone(), charge);
+        self.index.insert(key, Indexed { slot, value });
         self.check_invariants_if_enabled();
         true
     }
 
     /// A clone of the value for `key`, which is marked as read.
     pub(super) fn get_with(&mut self, key: &K, on_hit: impl FnOnce(&V)) -> Option<V> {
-        let slot = *self.index.get(key)?;
-        let value = self.list.value(slot);
+        let Indexed { slot, value } = self.index.get(key)?;
         on_hit(value);
         let value = value.clone();
-        self.list.mark_referenced(slot);
+        self.list.mark_referenced(*slot);
         Some(value)
     }
 
     /// Removes and returns the entry for `key`.
     pub(super) fn remove(&mut self, key: &K) -> Option<(K, V)> {
-        let slot = self.index.remove(key)?;
-        let entry = self.list.remove(slot);
+        let Indexed { slot, value } = self.index.remove(key)?;
+        let key = self.list.remove(slot);
         self.check_invariants_if_enabled();
-        Some((entry.key, entry.value))
+        Some((key, value))
     }
 
     /// Removes every entry whose key satisfies `pred`. O(entries).
     pub(super) fn remove_if(&mut self, pred: &dyn Fn(&K) -> bool, dropped: &mut Dropped<K, V>) {
-        let list = &mut self.list;
-        self.index.retain(|key, &mut slot| {
-            if !pred(key) {
-                return true;
-            }
-            let entry = list.remove(slot);
-            dropped.push((entry.key, entry.value));
-            false
-        });
+        for (key, Indexed { slot, value }) in self.index.extract_if(|key, _| pred(key)) {
+            self.list.remove(slot);
+            dropped.push((key, value));
+        }
         self.check_invariants_if_enabled();
     }
 
@@ -168,10 +174,15 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
                 break slot;
             }
         };
-        let entry = self.list.remove(slot);
-        let indexed = self.index.remove(&entry.key);
-        assert_eq!(indexed, Some(slot), "evicted LRU entry was not indexed");
-        dropped.push((entry.key, entry.value));
+        let key = self.list.remove(slot);
+        let Some(indexed) = self.index.remove(&key) else {
+            panic!("evicted LRU entry was not indexed");
+        };
+        assert_eq!(
+            indexed.slot, slot,
+            "evicted LRU entry indexed at another slot"
+        );
+        dropped.push((key, indexed.value));
         true
     }
 
@@ -187,8 +198,8 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
         assert_eq!(self.index.len(), self.list.len(), "index and list sizes");
         for (slot, key) in self.list.iter_mru_to_lru() {
             assert_eq!(
-                self.index.get(key),
-                Some(&slot),
+                self.index.get(key).map(|e| e.slot),
+                Some(slot),
                 "index disagrees with list"
             );
         }
