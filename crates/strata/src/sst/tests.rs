@@ -426,9 +426,42 @@ fn every_byte_flip_is_caught_or_harmless() {
                         Err(e) => assert!(e.is_corruption(), "byte {at}: {e}"),
                     }
                 }
+                check_batched_lookups(&table, &entries, &format!("byte {at}"));
             }
         }
     }
+}
+
+/// Every key of `entries` looked up in one batch (the staged seeks of
+/// [`TableReader::multi_get`]): each gets its value or a `Corruption`, and
+/// none is lost without an error.
+fn check_batched_lookups(table: &TableReader, entries: &Entries, what: &str) {
+    let lookups: Vec<(Vec<u8>, u64)> = entries
+        .iter()
+        .map(|(k, _)| {
+            let user = crate::key::extract_user_key(k);
+            (ikey(user, 1000, ValueKind::FOR_SEEK), filter_hash(user))
+        })
+        .collect();
+    let probes: Vec<TableProbe<'_>> = lookups
+        .iter()
+        .map(|(lookup, hash)| TableProbe {
+            lookup,
+            hash: *hash,
+        })
+        .collect();
+    let mut answered = vec![false; entries.len()];
+    let mut scratch = MultiGetScratch::default();
+    table.multi_get(&probes, true, &mut scratch, &mut |i, r| {
+        assert!(!answered[i], "{what}: key {i} answered twice");
+        answered[i] = true;
+        match r {
+            Ok(e) => assert_eq!(&e.value[..], &entries[i].1[..], "{what}: key {i}"),
+            Err(e) => assert!(e.is_corruption(), "{what}: key {i}: {e}"),
+        }
+    });
+    let lost = answered.iter().position(|&a| !a);
+    assert_eq!(lost, None, "{what}: a key lost without an error");
 }
 
 #[test]
