@@ -437,14 +437,7 @@ impl BlockIter {
     /// there, on a key whose user key is greater than the target's, which
     /// is all [`BlockIter::seek_for_get`] promises.
     fn seek_in_last_interval(&mut self, target: &[u8]) {
-        if !self.seek_to_restart(self.num_restarts - 1) {
-            return;
-        }
-        while self.parse_next() {
-            if self.compare(self.key(), target) != Ordering::Less {
-                return;
-            }
-        }
+        self.seek_from(target, self.num_restarts - 1);
     }
 }
 
