@@ -199,7 +199,7 @@ define_flags! {
     rate_limiter_bytes_per_sec: i64 = 0;
     /// Refill period of the rate limiter, in microseconds.
     rate_limiter_refill_period_us: i64 = 100000;
-    /// RocksDB: write the log of the next write group while the previous one fills the memtable. Strata commits a group with one leader either way.
+    /// Write the log of the next write group while the previous one fills the memtable (both engines; db_bench's default).
     enable_pipelined_write: bool = true;
     /// Let the writers of a write group insert their own batches into the
     /// memtable in parallel (both engines).

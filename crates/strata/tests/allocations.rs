@@ -147,12 +147,14 @@ fn a_reused_batch_allocates_nothing() {
 #[test]
 fn concurrent_writers_allocate_nothing_of_their_own() {
     // Groups of several writers, inserted in parallel (the default) or by
-    // the leader: neither the group's shared state nor its follower list
-    // is allocated per group.
-    for parallel in [true, false] {
+    // the leader, pipelined or not: neither the group's shared state nor
+    // its follower list is allocated per group, even with groups in
+    // flight at once.
+    for (parallel, pipelined) in [(true, false), (false, false), (true, true), (false, true)] {
         let dir = TempDir::new("write-allocations-threads");
         let mut opts = options();
         opts.set_allow_concurrent_memtable_write(parallel);
+        opts.set_enable_pipelined_write(pipelined);
         let db = Arc::new(DB::open(&opts, &dir.0).unwrap());
         let threads = 4u64;
         let writes = 10_000u64;
@@ -180,7 +182,7 @@ fn concurrent_writers_allocate_nothing_of_their_own() {
         let per_write = total as f64 / (threads * writes) as f64;
         assert!(
             per_write < PER_WRITE_MAX,
-            "parallel={parallel}: {per_write:.3} allocations per write"
+            "parallel={parallel} pipelined={pipelined}: {per_write:.3} allocations per write"
         );
         assert_eq!(
             db.get(key(3_000_000 + writes - 1)).unwrap().as_deref(),

@@ -79,6 +79,7 @@ fn options(cfg: &EngineConfig, create: bool) -> Result<Options> {
     o.set_disable_auto_compactions(cfg.disable_auto_compactions);
     o.set_paranoid_checks(cfg.paranoid_checks);
     o.set_allow_concurrent_memtable_write(cfg.allow_concurrent_memtable_write);
+    o.set_enable_pipelined_write(cfg.enable_pipelined_write);
     o.set_max_subcompactions(cfg.subcompactions);
     o.set_use_direct_reads(cfg.use_direct_reads);
     if let Some(bytes) = cfg.compaction_readahead_size {

@@ -276,7 +276,7 @@ impl DbInner {
             if st.cfs.get(&self.id).is_none_or(|c| c.dropping) {
                 return Err(self.dropped_error());
             }
-            if !st.writers.is_empty() || st.log.is_none() {
+            if !st.writers.is_empty() || st.pending_groups > 0 || st.log.is_none() {
                 MutexGuard::unlocked(&mut st, std::thread::yield_now);
                 continue;
             }

@@ -122,7 +122,16 @@ pub(crate) struct DbState {
     /// A background thread is waiting to clear a full-disk `bg_error`.
     pub(crate) auto_resuming: bool,
     pub(crate) writers: VecDeque<Arc<Writer>>,
-    /// Kept by the write path from one parallel group to the next.
+    /// Write groups logged whose entries are not yet all in the memtables
+    /// or not yet visible. More than one only with `enable_pipelined_write`,
+    /// where a group's leader hands the log to the next group before its
+    /// memtable insert. No memtable is switched while any is pending.
+    pub(crate) pending_groups: usize,
+    /// The last sequence number given to a logged group: ahead of
+    /// `versions.last_sequence()` while groups are pending, meaningless
+    /// when none is.
+    pub(crate) last_allocated: u64,
+    /// Kept by the write path from one group to the next.
     pub(crate) write_scratch: super::write::WriteScratch,
     pub(crate) next_compaction_id: u64,
     /// Files being written that no version references yet.
@@ -142,6 +151,9 @@ pub(crate) struct DbState {
     pub(crate) parallel_groups: u64,
     /// Batches their own writers inserted, beside the leader.
     pub(crate) parallel_batches: u64,
+    /// Groups that handed the log on before their memtable insert
+    /// (`enable_pipelined_write`).
+    pub(crate) pipelined_groups: u64,
     /// Bytes appended to each log that may still be needed, oldest first
     /// (for `max_total_wal_size`).
     pub(crate) live_logs: VecDeque<(u64, u64)>,
@@ -243,6 +255,13 @@ pub(crate) struct DbShared {
     pub(crate) bg_done: Condvar,
     /// Signalled when there may be background work.
     pub(crate) bg_work: Condvar,
+    /// `state.writers.len()`, stored under the lock whenever it changes,
+    /// for a look without it (see `write_group`).
+    pub(crate) queued_writers: std::sync::atomic::AtomicUsize,
+    /// Signalled when a write group's sequence numbers become visible:
+    /// the pipelined groups behind it wait for their turn on it, and a
+    /// memtable switch waits on it for the groups still inserting.
+    pub(crate) group_published: Condvar,
     pub(crate) shutting_down: AtomicBool,
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
     /// The directory lock; `None` in a read-only open, which takes none.

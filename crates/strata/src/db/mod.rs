@@ -563,6 +563,8 @@ impl DB {
     /// `strata.num-parallel-write-groups` (those shared out for parallel
     /// memtable inserts), `strata.num-parallel-write-batches` (batches in
     /// them that their own writer inserted, beside the leader),
+    /// `strata.num-pipelined-write-groups` (groups that handed the log to
+    /// the next leader before their memtable insert),
     /// `strata.num-point-reads` (keys looked up by get and MultiGet),
     /// `strata.num-iterator-steps` (iterator positionings and steps,
     /// counted by each iterator in runs of 1,024 and when it drops),
@@ -873,6 +875,7 @@ impl DbInner {
             "num-write-groups" => Some(st.write_groups.to_string()),
             "num-parallel-write-groups" => Some(st.parallel_groups.to_string()),
             "num-parallel-write-batches" => Some(st.parallel_batches.to_string()),
+            "num-pipelined-write-groups" => Some(st.pipelined_groups.to_string()),
             "num-point-reads" => Some(self.point_reads.sum().to_string()),
             "num-iterator-steps" => Some(self.iterator_steps.sum().to_string()),
             "num-subcompactions" => Some(
@@ -943,11 +946,12 @@ impl DbInner {
         ));
         out.push_str(&format!(
             "Write groups: {}, {:.2} writers per group; {} shared out for parallel inserts, \
-             in which {} followers inserted their own batch\n",
+             in which {} followers inserted their own batch; {} pipelined\n",
             st.write_groups,
             st.group_writers as f64 / st.write_groups.max(1) as f64,
             st.parallel_groups,
-            st.parallel_batches
+            st.parallel_batches,
+            st.pipelined_groups
         ));
         out.push_str(&format!(
             "Subcompactions: {} ranges run; tables dropped unread: {}\n",

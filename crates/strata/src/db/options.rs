@@ -254,6 +254,7 @@ pub struct Options {
     pub(crate) skip_checking_sst_file_sizes_on_db_open: bool,
     pub(crate) paranoid_checks: bool,
     pub(crate) allow_concurrent_memtable_write: bool,
+    pub(crate) enable_pipelined_write: bool,
     pub(crate) compression: CompressionType,
     pub(crate) disable_auto_compactions: bool,
     pub(crate) level_compaction_dynamic_level_bytes: bool,
@@ -327,6 +328,7 @@ impl Default for Options {
             skip_checking_sst_file_sizes_on_db_open: false,
             paranoid_checks: true,
             allow_concurrent_memtable_write: true,
+            enable_pipelined_write: false,
             compression: CompressionType::Snappy,
             disable_auto_compactions: false,
             level_compaction_dynamic_level_bytes: false,
@@ -607,6 +609,20 @@ impl Options {
         self.allow_concurrent_memtable_write = v;
     }
 
+    /// Pipelines the write path (default false, as RocksDB): once a write
+    /// group's log record is written, the next group's leader may write
+    /// its own record while the first group is still inserting into the
+    /// memtable. Groups still become visible in sequence order, each
+    /// whole. A group hands the log on early only if writers came while
+    /// its record was written, so a lone writer's path is unchanged.
+    /// While two groups
+    /// insert at once both link their entries with compare-and-swap,
+    /// whatever `set_allow_concurrent_memtable_write` says (RocksDB
+    /// serializes them instead).
+    pub fn set_enable_pipelined_write(&mut self, v: bool) {
+        self.enable_pipelined_write = v;
+    }
+
     /// Table files kept open (-1: no limit).
     pub fn set_max_open_files(&mut self, n: i32) {
         self.max_open_files = n;
@@ -746,6 +762,7 @@ impl Options {
         o.skip_checking_sst_file_sizes_on_db_open = db.skip_checking_sst_file_sizes_on_db_open;
         o.paranoid_checks = db.paranoid_checks;
         o.allow_concurrent_memtable_write = db.allow_concurrent_memtable_write;
+        o.enable_pipelined_write = db.enable_pipelined_write;
         o.wal_recovery_mode = db.wal_recovery_mode;
         o.fs = db.fs.clone();
         o.rate_limiter = db.rate_limiter.clone();

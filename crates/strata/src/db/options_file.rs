@@ -119,6 +119,10 @@ impl Options {
             "allow_concurrent_memtable_write".into(),
             self.allow_concurrent_memtable_write.into(),
         );
+        t.insert(
+            "enable_pipelined_write".into(),
+            self.enable_pipelined_write.into(),
+        );
         t.insert("compression_type".into(), self.compression.name().into());
         t.insert(
             "disable_auto_compactions".into(),
@@ -291,6 +295,7 @@ fn apply(o: &mut Options, key: &str, v: &Value) -> Check<()> {
         "max_open_files" => o.set_max_open_files(as_i32(v)?),
         "paranoid_checks" => o.set_paranoid_checks(as_bool(v)?),
         "allow_concurrent_memtable_write" => o.set_allow_concurrent_memtable_write(as_bool(v)?),
+        "enable_pipelined_write" => o.set_enable_pipelined_write(as_bool(v)?),
         "skip_checking_sst_file_sizes_on_db_open" => {
             o.set_skip_checking_sst_file_sizes_on_db_open(as_bool(v)?)
         }

@@ -8,7 +8,11 @@
 //! default) a group of several writers is inserted by all of them at once,
 //! each its own batch at its own sequence numbers, through the memtable's
 //! concurrent writers; the leader waits for the last, then makes the
-//! group's writes visible together, as before.
+//! group's writes visible together, as before. With
+//! `enable_pipelined_write`, a leader with writers waiting behind its group
+//! hands the log to the next leader once its record is written, and
+//! inserts while the next group logs; groups still become visible one
+//! whole group at a time, in sequence order (see `write_group`).
 //!
 //! A write allocates nothing of its own once its thread has written
 //! before: each thread keeps its writer (the queue entry) and the batch
@@ -151,12 +155,25 @@ fn keep_writer(w: Arc<Writer>) {
     let _ = SPARE_WRITER.try_with(|cell| cell.set(Some(w)));
 }
 
-/// What the write path keeps from one parallel group to the next, in the
-/// database state: the follower list and the group's shared state.
+/// What the write path keeps from one group to the next, in the database
+/// state: follower lists, lists of finished writers and parallel groups'
+/// shared states. Each is a small pool, as pipelined groups overlap.
 #[derive(Default)]
 pub(crate) struct WriteScratch {
-    followers: Vec<Follower>,
-    group: Option<Arc<GroupInsert>>,
+    followers: Vec<Vec<Follower>>,
+    finished: Vec<Vec<Arc<Writer>>>,
+    groups: Vec<Arc<GroupInsert>>,
+}
+
+/// Most pieces of each kind a [`WriteScratch`] keeps: groups in flight at
+/// once are at most a few.
+const SCRATCH_KEPT: usize = 4;
+
+/// Keeps `piece` in `pool` for a later group, unless the pool is full.
+fn keep<T>(pool: &mut Vec<T>, piece: T) {
+    if pool.len() < SCRATCH_KEPT {
+        pool.push(piece);
+    }
 }
 
 /// A follower's part of a group inserted in parallel: its own batch, at
@@ -244,6 +261,8 @@ impl DbInner {
     ) -> Result<()> {
         let mut st = self.state.lock();
         st.writers.push_back(w.clone());
+        self.queued_writers
+            .store(st.writers.len(), Ordering::Relaxed);
         loop {
             let job = {
                 let mut slot = w.slot.lock();
@@ -292,21 +311,33 @@ impl DbInner {
         // This writer leads.
         let mut result = self.make_room_for_write(&mut st, force.then_some(self.id));
         let mut last = 0;
+        // The group's writers, taken off the queue: early by a pipelined
+        // group (see `write_group`), else here once it is done.
+        let mut finished = st.write_scratch.finished.pop().unwrap_or_default();
         if result.is_ok() && !force {
             let parallel = self.db_opts.allow_concurrent_memtable_write;
-            let mut followers = std::mem::take(&mut st.write_scratch.followers);
+            let mut followers = st.write_scratch.followers.pop().unwrap_or_default();
             let (mut group, n) = Self::build_group(&st, w, parallel, &mut followers);
             last = n;
-            result = self.write_group(&mut st, w, &mut group, &followers, sync, disable_wal);
+            result = self.write_group(
+                &mut st,
+                w,
+                &mut group,
+                &followers,
+                last,
+                &mut finished,
+                sync,
+                disable_wal,
+            );
             followers.clear();
-            st.write_scratch.followers = followers;
+            keep(&mut st.write_scratch.followers, followers);
             // The group's buffer (this writer's batch, grown) is kept.
             w.slot.lock().batch = Some(group);
         }
-        for _ in 0..=last {
-            let Some(done) = st.writers.pop_front() else {
-                break;
-            };
+        if finished.is_empty() {
+            self.take_group_off_queue(&mut st, last, &mut finished);
+        }
+        for done in finished.drain(..) {
             if !Arc::ptr_eq(&done, w) {
                 let mut slot = done.slot.lock();
                 slot.done = true;
@@ -315,11 +346,26 @@ impl DbInner {
                 done.cv.notify_one();
             }
         }
+        keep(&mut st.write_scratch.finished, finished);
+        result
+    }
+
+    /// Moves the leader and the writers of its group (the queue's first
+    /// `last + 1`) from the queue to `finished`, and wakes the writer now
+    /// at the front: the next leader.
+    fn take_group_off_queue(&self, st: &mut DbState, last: usize, finished: &mut Vec<Arc<Writer>>) {
+        for _ in 0..=last {
+            let Some(w) = st.writers.pop_front() else {
+                break;
+            };
+            finished.push(w);
+        }
+        self.queued_writers
+            .store(st.writers.len(), Ordering::Relaxed);
         if let Some(next) = st.writers.front() {
             next.wakeups.fetch_add(1, Ordering::Release);
             next.cv.notify_one();
         }
-        result
     }
 
     /// Joins the leader's batch with those of compatible writers behind it.
@@ -362,21 +408,43 @@ impl DbInner {
 
     /// Logs and applies a group, with the lock released during the I/O and
     /// the inserts. With `followers`, each of them inserts its own batch
-    /// while the leader inserts its own.
+    /// while the leader inserts its own. The group is the queue's first
+    /// `last + 1` writers.
+    ///
+    /// With `enable_pipelined_write`, if writers came while the record was
+    /// written, the group leaves the queue (into `finished`) before its
+    /// memtable insert, and the next leader starts while this one inserts.
+    /// Groups are given their sequence numbers in queue order and become
+    /// visible in that order: a group whose insert ends first waits for
+    /// the one before it.
+    #[allow(clippy::too_many_arguments)]
     fn write_group(
         &self,
         st: &mut MutexGuard<'_, DbState>,
         leader: &Arc<Writer>,
         group: &mut WriteBatch,
         followers: &[Follower],
+        last: usize,
+        finished: &mut Vec<Arc<Writer>>,
         sync: bool,
         disable_wal: bool,
     ) -> Result<()> {
-        let first_seq = st.versions.last_sequence() + 1;
+        let pending_before = st.pending_groups;
+        let base = if pending_before == 0 {
+            st.versions.last_sequence()
+        } else {
+            st.last_allocated
+        };
+        let first_seq = base + 1;
+        let records = group.len() as u64;
         group.set_sequence(first_seq);
+        st.pending_groups += 1;
+        st.last_allocated = base + records;
+        let pipelined = self.db_opts.enable_pipelined_write;
         let mems = Memtables::of(st, group.has_cf());
         let parallel = !followers.is_empty();
         let mut log = if disable_wal { None } else { st.log.take() };
+        let mut inserted = false;
         let io = MutexGuard::unlocked(st, || -> Result<()> {
             if let Some(log) = log.as_mut() {
                 log.add_record(group.data())?;
@@ -387,44 +455,72 @@ impl DbInner {
                     log.flush()?;
                 }
             }
-            if !parallel {
-                insert_into(|cf| mems.get(cf), group, first_seq, usize::MAX, false);
+            // Pipelined, the insert waits for a look at the queue under
+            // the lock, unless no writer came meanwhile (a glance without
+            // it: one coming later waits for this group, as unpipelined).
+            let alone = self.queued_writers.load(Ordering::Relaxed) <= last + 1;
+            if !parallel && (!pipelined || alone) {
+                let concurrent = pending_before > 0;
+                insert_into(|cf| mems.get(cf), group, first_seq, usize::MAX, concurrent);
+                inserted = true;
             }
             Ok(())
         });
         if !disable_wal {
             st.log = log;
         }
-        let writers = 1 + followers.len() as u64;
-        if io.is_ok() && parallel {
+        if let Err(e) = io {
+            // The log may hold part of the record; no later write may
+            // follow it, so writes stop (RocksDB's background error). No
+            // group came after this one: its numbers are given back.
+            st.pending_groups -= 1;
+            st.last_allocated = base;
+            self.group_published.notify_all();
+            self.set_log_error(st, e.clone());
+            return Err(e);
+        }
+        st.user_bytes += group.size_in_bytes() as u64;
+        if disable_wal {
+            st.unpersisted_data = true;
+        } else {
+            st.wal_bytes += group.size_in_bytes() as u64;
+            if let Some(last) = st.live_logs.back_mut() {
+                last.1 += group.size_in_bytes() as u64;
+            }
+        }
+        if pipelined && !inserted {
+            // Writers that came while the record was written need not wait
+            // for the insert.
+            let early = st.writers.len() > last + 1;
+            if early {
+                st.pipelined_groups += 1;
+                self.take_group_off_queue(st, last, finished);
+            }
+            if !parallel {
+                // Another group may insert beside this one: both through
+                // the memtables' concurrent writers.
+                let concurrent = early || pending_before > 0;
+                MutexGuard::unlocked(st, || {
+                    insert_into(|cf| mems.get(cf), group, first_seq, usize::MAX, concurrent);
+                });
+            }
+        }
+        if parallel {
             self.insert_in_parallel(st, leader, group, first_seq, mems, followers);
             st.parallel_groups += 1;
         }
-        match io {
-            Ok(()) => {
-                st.versions
-                    .set_last_sequence(first_seq + group.len() as u64 - 1);
-                self.publish_sequence(st);
-                st.user_bytes += group.size_in_bytes() as u64;
-                st.write_groups += 1;
-                st.group_writers += writers;
-                if disable_wal {
-                    st.unpersisted_data = true;
-                } else {
-                    st.wal_bytes += group.size_in_bytes() as u64;
-                    if let Some(last) = st.live_logs.back_mut() {
-                        last.1 += group.size_in_bytes() as u64;
-                    }
-                }
-                Ok(())
-            }
-            Err(e) => {
-                // The log may hold part of the record; no later write may
-                // follow it, so writes stop (RocksDB's background error).
-                self.set_log_error(st, e.clone());
-                Err(e)
-            }
+        // Visible in sequence order, each group whole.
+        debug_assert!(st.versions.last_sequence() < first_seq);
+        while st.versions.last_sequence() + 1 != first_seq {
+            self.group_published.wait(st);
         }
+        st.versions.set_last_sequence(base + records);
+        self.publish_sequence(st);
+        st.pending_groups -= 1;
+        self.group_published.notify_all();
+        st.write_groups += 1;
+        st.group_writers += last as u64 + 1;
+        Ok(())
     }
 
     /// Hands each follower its part of the logged `group`, inserts the
@@ -453,7 +549,7 @@ impl DbInner {
             helped: AtomicUsize::new(0),
             leader: Some(leader.clone()),
         };
-        let shared = reuse_or_new(st.write_scratch.group.take(), fresh);
+        let shared = reuse_or_new(st.write_scratch.groups.pop(), fresh);
         // Under the database mutex, as every change a waiting writer
         // watches for (see `write_or_switch`).
         for (w, offset) in followers {
@@ -496,7 +592,7 @@ impl DbInner {
         if let Some(state) = Arc::get_mut(&mut shared) {
             state.mems = Memtables::All(Vec::new());
             state.leader = None;
-            st.write_scratch.group = Some(shared);
+            keep(&mut st.write_scratch.groups, shared);
         }
     }
 
@@ -564,6 +660,10 @@ impl DbInner {
             } else if stop {
                 self.bg_work.notify_all();
                 self.bg_done.wait_for(st, Duration::from_millis(100));
+            } else if st.pending_groups > 0 {
+                // A pipelined group is still inserting into the memtables
+                // that would be switched (and logged in the old log).
+                self.group_published.wait(st);
             } else if let Err(e) = self.switch_memtables(st, &full) {
                 // A half-made switch (new log not durable, old log not
                 // synced) leaves the logs in an unknown state: stop writes,
