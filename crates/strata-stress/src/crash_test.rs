@@ -54,7 +54,8 @@ pub const OWN_FLAGS: &[&str] = &[
 /// (as RocksDB's crash test draws its option mixes): buffer and file
 /// sizes, compaction trigger, background jobs, subcompactions, compression, bloom bits,
 /// block size and cache, stream-aware cutting, a partitioner, packed
-/// tables. None changes what the database holds, so the child and the
+/// tables, pipelined and parallel memtable writes. None changes what the
+/// database holds, so the child and the
 /// verification after the kill may each run with any of them. Returns
 /// the drawn flags, for the cycle's line.
 fn randomize_options(rng: &mut StdRng, args: &mut Flags) -> String {
@@ -93,6 +94,11 @@ fn randomize_options(rng: &mut StdRng, args: &mut Flags) -> String {
         (
             "packed_from_level",
             [-1, -1, 1, 2][rng.gen_range(0..4)].to_string(),
+        ),
+        ("enable_pipelined_write", rng.gen_range(0..2).to_string()),
+        (
+            "allow_concurrent_memtable_write",
+            rng.gen_range(0..2).to_string(),
         ),
     ];
     let mut line = String::new();

@@ -53,6 +53,7 @@
 //!     --block_size=4096 --cache_size=1048576 --stream_aware_cutting=1
 //!     --sst_partitioner_prefix=0 (N > 0: a fixed-prefix SST partitioner)
 //!     --packed_from_level=-1 (0-6: packed tables from that level down)
+//!     --enable_pipelined_write=0 --allow_concurrent_memtable_write=1
 //! ```
 //!
 //! Exit status: 0 passed, 1 bad usage or setup, 2 verification failed.

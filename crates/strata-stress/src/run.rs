@@ -56,6 +56,8 @@ pub const DB_FLAGS: &[&str] = &[
     "stream_aware_cutting",
     "sst_partitioner_prefix",
     "packed_from_level",
+    "enable_pipelined_write",
+    "allow_concurrent_memtable_write",
     "merge_percent",
     "range_del_percent",
 ];
@@ -146,6 +148,8 @@ pub fn db_options(flags: &Flags) -> Result<Options, String> {
     ));
     o.set_block_based_table_factory(&table);
     o.set_stream_aware_cutting(flags.flag("stream_aware_cutting", true)?);
+    o.set_enable_pipelined_write(flags.flag("enable_pipelined_write", false)?);
+    o.set_allow_concurrent_memtable_write(flags.flag("allow_concurrent_memtable_write", true)?);
     o.set_merge_operator_associative("stress.newest_operand", newest_operand);
     // Keys are "k" and 8 digits: a prefix of 6 bytes groups 1,000 slots.
     match flags.get("sst_partitioner_prefix", 0usize)? {
