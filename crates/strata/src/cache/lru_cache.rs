@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -35,31 +35,15 @@ struct Shard<K, V> {
     lru: Mutex<LruShard<K, V>>,
     hits: AtomicU64,
     misses: AtomicU64,
-    /// The index's bucket array and mask (0 and 0 while it has none),
-    /// stored under the lock after every insert, read without it by
-    /// [`LruCache::prefetch`]: a stale pair only makes the hint useless
-    /// (a prefetch never faults).
-    index_base: AtomicUsize,
-    index_mask: AtomicUsize,
 }
 
-/// Hashes keys to shards (upper bits) and to buckets in a shard's index
-/// (lower bits). Fixed seeds, so a key always maps to the same shard.
-/// aHash rather than the standard SipHash: SipHash's ~20 ns a time showed
-/// in block cache hits (keys are the engine's own file ids and offsets,
-/// not user input, so HashDoS resistance buys nothing here).
+/// Hashes keys to shards.
 static SHARD_HASHER: ahash::RandomState = ahash::RandomState::with_seeds(
     0x243f_6a88_85a3_08d3,
     0x1319_8a2e_0370_7344,
     0xa409_3822_299f_31d0,
     0x082e_fa98_ec4e_6c89,
 );
-
-/// The hash of `key` that picks its shard and its bucket there.
-#[inline]
-pub(super) fn key_hash<K: Hash>(key: &K) -> u64 {
-    SHARD_HASHER.hash_one(key)
-}
 
 /// A concurrent LRU cache of `K` to `V`, bounded by the total charge
 /// (usually bytes) of its entries, in the manner of RocksDB's `LRUCache`.
@@ -116,8 +100,6 @@ where
                 lru: Mutex::new(LruShard::new(shard_capacity(capacity, num_shards, i))),
                 hits: AtomicU64::new(0),
                 misses: AtomicU64::new(0),
-                index_base: AtomicUsize::new(0),
-                index_mask: AtomicUsize::new(0),
             })
             .collect();
         LruCache {
@@ -142,42 +124,15 @@ where
     /// bounded by the capacity.
     pub fn insert(&self, key: K, value: V, charge: usize) -> bool {
         let mut dropped = Dropped::new();
-        let hash = key_hash(&key);
-        let shard = self.shard(hash);
-        let inserted = {
-            let mut lru = shard.lru.lock();
-            let inserted = lru.insert(hash, key, value, charge, &mut dropped);
-            let (base, mask) = lru.index_layout();
-            shard.index_base.store(base, Ordering::Relaxed);
-            shard.index_mask.store(mask, Ordering::Relaxed);
-            inserted
-        };
+        let inserted = self
+            .shard(&key)
+            .lru
+            .lock()
+            .insert(key, value, charge, &mut dropped);
         // The guard is gone: dropping values (possibly freeing them) here
         // does not hold up other threads.
         drop(dropped);
         inserted
-    }
-
-    /// Hints the CPU to load the memory a lookup of `key` reads first (its
-    /// bucket in its shard's index), without taking the shard's lock. A
-    /// batched lookup asks for every key's bucket before it looks any up,
-    /// so that their cache misses overlap.
-    #[inline]
-    pub fn prefetch(&self, key: &K) {
-        let hash = key_hash(key);
-        let shard = self.shard(hash);
-        let base = shard.index_base.load(Ordering::Relaxed);
-        if base == 0 {
-            return;
-        }
-        let mask = shard.index_mask.load(Ordering::Relaxed);
-        let bytes = LruShard::<K, V>::BUCKET_BYTES;
-        let at = base.wrapping_add((hash as usize & mask).wrapping_mul(bytes));
-        // Every line of the bucket (buckets are line-aligned): the lookup
-        // reads the first, a hit's value may sit in the next.
-        for line in (0..bytes).step_by(crate::util::prefetch::CACHE_LINE) {
-            crate::util::prefetch::prefetch_addr(at.wrapping_add(line));
-        }
     }
 
     /// A clone of the value cached for `key`, which becomes the most recently
@@ -191,9 +146,8 @@ where
     /// uses it to start loading the parts of the value it will read, so
     /// that their cache misses overlap the clone's.
     pub fn get_with(&self, key: &K, on_hit: impl FnOnce(&V)) -> Option<V> {
-        let hash = key_hash(key);
-        let shard = self.shard(hash);
-        let value = shard.lru.lock().get_with(hash, key, on_hit);
+        let shard = self.shard(key);
+        let value = shard.lru.lock().get_with(key, on_hit);
         let counter = if value.is_some() {
             &shard.hits
         } else {
@@ -206,8 +160,7 @@ where
     /// Removes the entry for `key`, if any. Clones already handed out stay
     /// valid.
     pub fn erase(&self, key: &K) {
-        let hash = key_hash(key);
-        let removed = self.shard(hash).lru.lock().remove(hash, key);
+        let removed = self.shard(key).lru.lock().remove(key);
         drop(removed);
     }
 
@@ -235,13 +188,22 @@ where
         }
     }
 
-    /// The shard of the key whose [`key_hash`] is `hash`: its upper bits
-    /// pick the shard (the shard's index uses the lower ones).
-    fn shard(&self, hash: u64) -> &Shard<K, V> {
+    fn shard(&self, key: &K) -> &Shard<K, V> {
+        &self.shards[self.shard_index(key)]
+    }
+
+    fn shard_index(&self, key: &K) -> usize {
         if self.shard_bits == 0 {
-            return &self.shards[0];
+            return 0;
         }
-        &self.shards[(hash >> (u64::BITS - self.shard_bits)) as usize]
+        // Fixed seeds, so a key always maps to the same shard. The upper bits
+        // pick the shard; each shard's `HashMap` hashes again with its own
+        // random seeds, so the two stay independent. aHash rather than the
+        // standard SipHash: a lookup hashes twice, and SipHash's ~20 ns a
+        // time showed in block cache hits (keys are the engine's own file
+        // ids and offsets, not user input, so HashDoS resistance buys
+        // nothing here).
+        (SHARD_HASHER.hash_one(key) >> (u64::BITS - self.shard_bits)) as usize
     }
 
     /// Panics unless every shard is consistent and the shard capacities add

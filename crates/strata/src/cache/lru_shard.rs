@@ -9,9 +9,8 @@
 //! no other reason to touch; in a cache of hundreds of megabytes those are
 //! cache misses on every block read.
 //!
-//! The index ([`IndexTable`], keyed by the hash the cache computed for the
-//! shard) holds each entry's value beside its list slot, so a hit reads
-//! the index's bucket and nothing else; the list's nodes hold keys, charges
+//! The map holds each entry's value beside its list slot, so a hit reads
+//! the map's bucket and nothing else; the list's nodes hold keys, charges
 //! and links only, and a hit writes its node's mark (a store, which does not
 //! wait for the line to arrive the way a load does).
 //!
@@ -26,12 +25,11 @@
 //! the shard. The list keeps a few entries inline, so an insert that
 //! evicts one or two entries allocates nothing for the list.
 
+use std::collections::HashMap;
 use std::hash::Hash;
 
 use smallvec::SmallVec;
 
-use super::index_table::IndexTable;
-use super::lru_cache::key_hash;
 use super::lru_list::LruList;
 
 /// Entries that left a shard, to be dropped once its lock is released.
@@ -40,7 +38,7 @@ pub(super) type Dropped<K, V> = SmallVec<[(K, V); 4]>;
 /// A key index and recency list under one capacity. Not thread-safe; the
 /// cache keeps each shard behind its own mutex.
 pub(super) struct LruShard<K, V> {
-    index: IndexTable<K, Indexed<V>>,
+    index: HashMap<K, Indexed<V>, ahash::RandomState>,
     list: LruList<K>,
     capacity: usize,
 }
@@ -53,10 +51,11 @@ struct Indexed<V> {
 
 impl<K, V> LruShard<K, V> {
     /// Estimated bytes the shard spends per entry besides the heap data its
-    /// value points to: the slab slot, plus the index bucket (hash, key,
-    /// slot and value) at the index's maximum load factor of 3/4.
+    /// value points to: the slab slot, plus the index entry (key, slot,
+    /// value and a control byte) at the hash table's maximum load factor
+    /// of 7/8.
     pub(super) const ENTRY_OVERHEAD_BYTES: usize =
-        LruList::<K>::SLOT_BYTES + IndexTable::<K, Indexed<V>>::BUCKET_BYTES * 4 / 3;
+        LruList::<K>::SLOT_BYTES + (std::mem::size_of::<(K, Indexed<V>)>() + 1) * 8 / 7;
 
     /// The most total charge this shard holds.
     #[cfg(test)]
@@ -73,21 +72,13 @@ impl<K, V> LruShard<K, V> {
     pub(super) fn len(&self) -> usize {
         self.list.len()
     }
-
-    /// Bytes of one bucket of the index.
-    pub(super) const BUCKET_BYTES: usize = IndexTable::<K, Indexed<V>>::BUCKET_BYTES;
-
-    /// The index's bucket array and mask (see [`IndexTable::layout`]).
-    pub(super) fn index_layout(&self) -> (usize, usize) {
-        self.index.layout()
-    }
 }
 
 impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
     /// An empty shard holding entries of total charge at most `capacity`.
     pub(super) fn new(capacity: usize) -> Self {
         LruShard {
-            index: IndexTable::new(),
+            index: HashMap::default(),
             list: LruList::new(),
             capacity,
         }
@@ -99,7 +90,6 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
     /// the capacity (or the capacity is 0).
     pub(super) fn insert(
         &mut self,
-        hash: u64,
         key: K,
         value: V,
         charge: usize,
@@ -107,7 +97,7 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
     ) -> bool {
         // Remove first: the old entry's charge must not count against the new
         // one, and a rejected insert must not leave a stale value behind.
-        if let Some(old) = self.remove(hash, &key) {
+        if let Some(old) = self.remove(&key) {
             dropped.push(old);
         }
         if self.capacity == 0 || charge > self.capacity {
@@ -117,24 +107,23 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
         // against it cannot overflow where `usage + charge` might.
         self.evict_while_over(self.capacity - charge, dropped);
         let slot = self.list.push_mru(key.clone(), charge);
-        self.index.insert(hash, key, Indexed { slot, value });
+        self.index.insert(key, Indexed { slot, value });
         self.check_invariants_if_enabled();
         true
     }
 
-    /// A clone of the value for `key` (whose [`key_hash`] is `hash`),
-    /// which is marked as read.
-    pub(super) fn get_with(&mut self, hash: u64, key: &K, on_hit: impl FnOnce(&V)) -> Option<V> {
-        let Indexed { slot, value } = self.index.get(hash, key)?;
+    /// A clone of the value for `key`, which is marked as read.
+    pub(super) fn get_with(&mut self, key: &K, on_hit: impl FnOnce(&V)) -> Option<V> {
+        let Indexed { slot, value } = self.index.get(key)?;
         on_hit(value);
         let value = value.clone();
         self.list.mark_referenced(*slot);
         Some(value)
     }
 
-    /// Removes and returns the entry for `key` (whose hash is `hash`).
-    pub(super) fn remove(&mut self, hash: u64, key: &K) -> Option<(K, V)> {
-        let (_, Indexed { slot, value }) = self.index.remove(hash, key)?;
+    /// Removes and returns the entry for `key`.
+    pub(super) fn remove(&mut self, key: &K) -> Option<(K, V)> {
+        let Indexed { slot, value } = self.index.remove(key)?;
         let key = self.list.remove(slot);
         self.check_invariants_if_enabled();
         Some((key, value))
@@ -142,11 +131,10 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
 
     /// Removes every entry whose key satisfies `pred`. O(entries).
     pub(super) fn remove_if(&mut self, pred: &dyn Fn(&K) -> bool, dropped: &mut Dropped<K, V>) {
-        let list = &mut self.list;
-        self.index.remove_if(pred, |key, Indexed { slot, value }| {
-            list.remove(slot);
+        for (key, Indexed { slot, value }) in self.index.extract_if(|key, _| pred(key)) {
+            self.list.remove(slot);
             dropped.push((key, value));
-        });
+        }
         self.check_invariants_if_enabled();
     }
 
@@ -187,7 +175,7 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
             }
         };
         let key = self.list.remove(slot);
-        let Some((_, indexed)) = self.index.remove(key_hash(&key), &key) else {
+        let Some(indexed) = self.index.remove(&key) else {
             panic!("evicted LRU entry was not indexed");
         };
         assert_eq!(
@@ -207,11 +195,10 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
     #[cfg(any(test, feature = "invariants"))]
     pub(super) fn check_invariants(&self) {
         self.list.check_invariants();
-        self.index.check_invariants();
         assert_eq!(self.index.len(), self.list.len(), "index and list sizes");
         for (slot, key) in self.list.iter_mru_to_lru() {
             assert_eq!(
-                self.index.get(key_hash(key), key).map(|e| e.slot),
+                self.index.get(key).map(|e| e.slot),
                 Some(slot),
                 "index disagrees with list"
             );

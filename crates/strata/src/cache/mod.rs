@@ -2,14 +2,13 @@
 //! built on it.
 //!
 //! See [`LruCache`] for the design: hashing picks one of up to 64 (by
-//! default) independently locked shards, each an open-addressing index
-//! over an O(1) LRU list in a `Vec` slab, where hits mark entries and eviction gives marked ones a second
+//! default) independently locked shards, each an O(1) LRU list in a `Vec`
+//! slab where hits mark entries and eviction gives marked ones a second
 //! chance. Lookups hand out clones (cheap, reference counted for blocks), so
 //! entries need no pinning; clones still in use are not counted against the
 //! capacity.
 
 mod block_cache;
-mod index_table;
 mod lru_cache;
 mod lru_list;
 mod lru_shard;

@@ -390,14 +390,6 @@ impl TableReader {
         })
     }
 
-    /// Asks for the block cache's bucket of the data block at `handle`
-    /// (a hint: see [`crate::cache::LruCache::prefetch`]).
-    pub(crate) fn prefetch_cache_entry(&self, handle: BlockHandle) {
-        if let Some((cache, id)) = &self.cache {
-            cache.prefetch(&(*id, handle.offset));
-        }
-    }
-
     /// The data block at `handle` from the cache (calling `on_hit` with it
     /// before it is cloned), or from `read` (checked bytes), then cached if
     /// `fill_cache`.

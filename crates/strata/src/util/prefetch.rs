@@ -22,22 +22,6 @@ pub fn prefetch_at(bytes: &[u8], at: usize) {
     let _ = (bytes, at);
 }
 
-/// Hints the CPU to load the cache line at address `addr`, which may be
-/// stale or point nowhere: a prefetch never faults. Off x86_64, a no-op.
-#[inline(always)]
-pub fn prefetch_addr(addr: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: a prefetch is only a hint: it never dereferences the
-        // pointer, cannot fault and has no effect on program state, whatever
-        // the address. SSE is part of every x86_64 CPU.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::without_provenance::<i8>(addr)) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = addr;
-}
-
 /// Hints the CPU to load every cache line of `bytes[start..end]`, at most
 /// `max_lines` of them (from the start). Out-of-range parts are skipped.
 #[inline]

@@ -10,8 +10,7 @@
 //!    lands in that block (one comparison instead of a search);
 //! 3. blocks: each distinct data block is fetched once (from the block cache
 //!    or the file), with the lines each of its keys reads first prefetched
-//!    on a cache hit, all blocks before any seek; every block's bucket in
-//!    the cache's index is asked for before the first lookup;
+//!    on a cache hit, all blocks before any seek;
 //! 4. seeks: each key seeks in its block, in stages (every block's restart
 //!    keys asked for, then every key's restart search, which asks for the
 //!    interval it will scan, then every scan); values are slices of the
@@ -149,11 +148,7 @@ impl TableReader {
             });
         }
         // Pass 3: each block once, all of them before any seek, so that the
-        // lines the seeks read first are on their way for every block. The
-        // cache's bucket of every block is asked for first.
-        for run in runs.iter() {
-            self.prefetch_cache_entry(index.handle(run.block_index));
-        }
+        // lines the seeks read first are on their way for every block.
         for run in runs.iter_mut() {
             let handle = index.handle(run.block_index);
             let keys = &survivors[run.start..run.end];
