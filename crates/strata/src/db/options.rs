@@ -614,11 +614,10 @@ impl Options {
     /// its own record while the first group is still inserting into the
     /// memtable. Groups still become visible in sequence order, each
     /// whole. A group hands the log on early only if writers came while
-    /// its record was written, so a lone writer's path is unchanged.
-    /// While two groups
-    /// insert at once both link their entries with compare-and-swap,
-    /// whatever `set_allow_concurrent_memtable_write` says (RocksDB
-    /// serializes them instead).
+    /// its record was written, so a lone writer's path is unchanged. While
+    /// two groups insert at once both link their entries with
+    /// compare-and-swap, whatever `set_allow_concurrent_memtable_write`
+    /// says (RocksDB serializes them instead).
     pub fn set_enable_pipelined_write(&mut self, v: bool) {
         self.enable_pipelined_write = v;
     }

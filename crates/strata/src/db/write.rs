@@ -458,8 +458,8 @@ impl DbInner {
             // Pipelined, the insert waits for a look at the queue under
             // the lock, unless no writer came meanwhile (a glance without
             // it: one coming later waits for this group, as unpipelined).
-            let alone = self.queued_writers.load(Ordering::Relaxed) <= last + 1;
-            if !parallel && (!pipelined || alone) {
+            let alone = || self.queued_writers.load(Ordering::Relaxed) <= last + 1;
+            if !parallel && (!pipelined || alone()) {
                 let concurrent = pending_before > 0;
                 insert_into(|cf| mems.get(cf), group, first_seq, usize::MAX, concurrent);
                 inserted = true;
