@@ -8,6 +8,10 @@
 //! - Reverse: the inner iterator is just before every entry of the current
 //!   user key (at the last entry of a smaller key, or invalid), and the
 //!   current key and value are copied into `saved_key` and `saved_value`.
+//!   After `prev_prefix` (`at_first`), the inner iterator may instead still
+//!   be at the current entry, one `prev` short of that: the next
+//!   `prev_prefix` goes on from there, and every other move takes that
+//!   `prev` first (`settle`).
 //!
 //! Bounds are those of RocksDB's `iterate_lower_bound` (inclusive) and
 //! `iterate_upper_bound` (exclusive): seeks clamp to them and iteration
@@ -54,6 +58,9 @@ pub struct DBIter {
     lower_bound: Option<Vec<u8>>,
     upper_bound: Option<Vec<u8>>,
     direction: Direction,
+    /// Reverse, with the inner iterator still at the current entry (the
+    /// first entry of its prefix run, which `prev_prefix` took).
+    at_first: bool,
     valid: bool,
     saved_key: Vec<u8>,
     saved_value: Vec<u8>,
@@ -154,6 +161,7 @@ impl DBIter {
             lower_bound,
             upper_bound,
             direction: Direction::Forward,
+            at_first: false,
             valid: false,
             saved_key: Vec::new(),
             saved_value: Vec::new(),
@@ -350,6 +358,7 @@ impl DBIter {
     pub fn next(&mut self) {
         assert!(self.valid, "DBIter::next while invalid");
         self.merged = false;
+        self.settle();
         if self.direction == Direction::Reverse {
             // The inner iterator is just before the entries of `saved_key`:
             // step into them and skip them below.
@@ -368,6 +377,7 @@ impl DBIter {
     pub fn prev(&mut self) {
         assert!(self.valid, "DBIter::prev while invalid");
         self.merged = false;
+        self.settle();
         if self.direction == Direction::Forward {
             // The inner iterator is at the current entry: step back past
             // every entry of the current user key.
@@ -460,6 +470,7 @@ impl DBIter {
     pub fn next_prefix(&mut self) {
         assert!(self.valid, "DBIter::next_prefix while invalid");
         self.merged = false;
+        self.settle();
         let Some(transform) = self.take_extractor("next_prefix") else {
             return;
         };
@@ -513,10 +524,61 @@ impl DBIter {
         if self.confined.is_some() {
             // Confined to the current key's prefix: nothing before it counts.
             self.stop();
-        } else {
+        } else if !(self.at_first && self.prev_prefix_from_first(&transform)) {
+            self.settle();
             self.prev_prefix_by_keys(&transform);
         }
         self.prefix_extractor = Some(transform);
+    }
+
+    /// Reverse at the first entry of the current key's run, with the inner
+    /// iterator still there: takes one `prev` to restore the reverse
+    /// invariant (before every entry of the current key).
+    fn settle(&mut self) {
+        if !self.at_first {
+            return;
+        }
+        self.at_first = false;
+        self.inner.prev();
+        if let Err(e) = self.inner.status() {
+            self.fail(e);
+        }
+    }
+
+    /// [`DBIter::prev_prefix`] from `at_first`: the inner iterator moves
+    /// straight to the first entry of the run before the current one
+    /// ([`InternalIterator::prev_run_first`]); when that entry is this
+    /// reader's answer, it is taken. True when done; false (with the
+    /// inner iterator back at the current entry) for the general path.
+    fn prev_prefix_from_first(&mut self, transform: &SliceTransform) -> bool {
+        let order = self.user_cmp.builtin_order();
+        let in_domain = self.set_run(transform, true);
+        let run = PrefixRun::new(transform, &self.run_bytes, in_domain, order);
+        if !self.inner.prev_run_first(&run) {
+            if let Err(e) = self.inner.status() {
+                self.fail(e);
+                return true;
+            }
+            return false;
+        }
+        if self.take_first_of_run() {
+            return true;
+        }
+        // A deletion, a newer version or a bound: back to the current
+        // entry, the newest version of `saved_key` (the first entry of
+        // its run), for the general path.
+        build_internal_key(
+            &mut self.seek_key,
+            &self.saved_key,
+            MAX_SEQUENCE_NUMBER,
+            ValueKind::FOR_SEEK,
+        );
+        self.inner.seek(&self.seek_key);
+        if let Err(e) = self.inner.status() {
+            self.fail(e);
+            return true;
+        }
+        false
     }
 
     /// [`DBIter::prev_prefix`]: back past the current prefix, then to the
@@ -615,12 +677,9 @@ impl DBIter {
         let value = self.inner.value();
         self.saved_value.clear();
         self.saved_value.extend_from_slice(value);
-        // The entry is its key's newest: one step back is before the key.
-        self.inner.prev();
-        if let Err(e) = self.inner.status() {
-            self.fail(e);
-            return true;
-        }
+        // The entry is its key's newest: one step back is before the key,
+        // taken when the iterator next moves (`settle`).
+        self.at_first = true;
         self.valid = true;
         true
     }
@@ -628,6 +687,7 @@ impl DBIter {
     /// Resets the state before a seek.
     fn start(&mut self, direction: Direction) {
         self.direction = direction;
+        self.at_first = false;
         self.valid = false;
         self.merged = false;
         // A seek starts afresh: a merge that failed at another key does not
@@ -648,6 +708,7 @@ impl DBIter {
     /// Becomes invalid at the end of the entries, or after an inner error.
     fn stop(&mut self) {
         self.valid = false;
+        self.at_first = false;
         self.merged = false;
         self.direction = Direction::Forward;
         self.saved_key.clear();

@@ -267,6 +267,15 @@ impl InternalIterator for LevelIterator {
         }
     }
 
+    fn prev_run_first(&mut self, run: &PrefixRun<'_>) -> bool {
+        // Within the current file only (a run before its first entry may
+        // go on in the file before, which the table cannot see).
+        match &mut self.table {
+            Some(t) => t.prev_run_first(run),
+            None => false,
+        }
+    }
+
     fn skip_run_backward(&mut self, run: &PrefixRun<'_>) {
         // Bounded by the level: each turn opens an earlier file.
         loop {

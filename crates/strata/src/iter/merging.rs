@@ -411,6 +411,20 @@ impl InternalIterator for MergingIterator {
         self.rebuild_heap(Direction::Reverse);
     }
 
+    fn prev_run_first(&mut self, run: &PrefixRun<'_>) -> bool {
+        // With one child left in reverse, the others hold nothing before
+        // the current entry: the step is that child's own.
+        if self.direction != Direction::Reverse || self.heap.len() != 1 {
+            return false;
+        }
+        let top = self.heap[0];
+        let landed = self.children[top].prev_run_first(run);
+        if !self.children[top].valid() {
+            self.heap.clear(); // failed (its status says why)
+        }
+        landed
+    }
+
     /// The first error met; else the first error of any child, by index.
     fn status(&self) -> Result<()> {
         self.status.clone()?;

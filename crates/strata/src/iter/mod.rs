@@ -65,6 +65,21 @@ pub trait InternalIterator: Send {
         }
     }
 
+    /// From the first entry of a run (the current entry: `run` covers it
+    /// and no entry before it), moves to the first entry of the run before
+    /// it (the run, by the same extractor, of the entry just before the
+    /// current one) and returns true; or returns false without moving where
+    /// this iterator cannot find it from what it holds at hand (the
+    /// default). Block iterators of blocks that restart at every prefix
+    /// change find it from restart keys alone, without decoding the
+    /// entries in between; table, level and single-source merging
+    /// iterators pass that on. `prev_prefix` uses it; `prev` and `next`
+    /// work from the new position as after any backward step.
+    fn prev_run_first(&mut self, run: &PrefixRun<'_>) -> bool {
+        let _ = run;
+        false
+    }
+
     /// From an entry `run` covers, moves backward to the first entry of the
     /// run (the smallest covered key), where `prev` and `next` then work as
     /// after any backward step. Requires a valid iterator at a covered

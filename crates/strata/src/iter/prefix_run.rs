@@ -87,6 +87,27 @@ impl<'a> PrefixRun<'a> {
         }
     }
 
+    /// The run of another internal key, by the same extractor and order
+    /// (for an iterator that finds the run before this one).
+    pub(crate) fn of_internal_key<'b>(&self, internal_key: &'b [u8]) -> PrefixRun<'b>
+    where
+        'a: 'b,
+    {
+        let (bytes, in_domain) =
+            PrefixRun::bytes_of(self.transform, extract_user_key(internal_key));
+        let members = match (in_domain, self.transform.fixed_len()) {
+            (false, _) => Members::Exact,
+            (true, Some(_)) => Members::Fixed,
+            (true, None) => Members::Computed,
+        };
+        PrefixRun {
+            transform: self.transform,
+            bytes,
+            members,
+            builtin_order: self.builtin_order,
+        }
+    }
+
     /// True if the user key belongs to the run.
     #[inline]
     pub(crate) fn covers_user_key(&self, user_key: &[u8]) -> bool {

@@ -299,6 +299,9 @@ impl InternalIterator for TableIter {
     fn skip_run_backward_to_first(&mut self, run: &PrefixRun<'_>) {
         each!(self, t => t.skip_run_backward_to_first(run))
     }
+    fn prev_run_first(&mut self, run: &PrefixRun<'_>) -> bool {
+        each!(self, t => t.prev_run_first(run))
+    }
 }
 
 /// Writes a table of either format.

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::iter::{InternalIterator, PrefixRun};
 
-use super::block::BlockIter;
+use smallvec::SmallVec;
+
+use super::block::{BlockIter, PrevRun};
 use super::block_property::{BlockPropertyFilter, ResolvedFilters};
 use super::format::BlockHandle;
 use super::index::IndexValue;
@@ -167,6 +169,73 @@ impl TableIterator {
         self.status.is_err()
     }
 
+    /// The current key, copied (to come back to it).
+    fn saved_position(&self) -> SmallVec<[u8; 64]> {
+        SmallVec::from_slice(self.current().key())
+    }
+
+    /// Back at `saved` after a prefix step that could not land: false.
+    fn restore(&mut self, saved: &[u8]) -> bool {
+        if self.status.is_ok() {
+            self.seek(saved);
+        }
+        false
+    }
+
+    /// [`InternalIterator::prev_run_first`] once the run before the
+    /// current one (`prev`) is known to hold the first entry of the data
+    /// block at the index position: back through earlier blocks to the
+    /// block where it begins (a block whose index separator `prev` does
+    /// not cover ends before it; a block of `prev`'s prefix alone is passed
+    /// unread), then to its first entry there. Otherwise back at `saved`
+    /// and false.
+    fn land_on_run_first_before(&mut self, prev: &PrefixRun<'_>, saved: &[u8]) -> bool {
+        // Bounded by the index: each turn moves to an earlier block.
+        while prev.is_interval() {
+            self.index.prev();
+            if !self.index.valid() {
+                break; // the run may begin in an earlier table
+            }
+            if !prev.covers(self.index.key()) {
+                // The separator, at or after the block's last key, is before
+                // the run (an interval that holds the next block's first
+                // key): the run begins at the next block's first entry.
+                self.index.next();
+                return self.land_on_first_of_block(saved);
+            }
+            if prev.in_domain() && self.index_single_prefix() == Some(prev.bytes()) {
+                continue;
+            }
+            self.init_data_block();
+            let Some(d) = &mut self.data else { break };
+            match d.last_run_first_in_block(prev, None, Some(prev)) {
+                PrevRun::Landed => return true,
+                PrevRun::FromBlockStart(_) => continue,
+                PrevRun::Outside => {
+                    self.index.next();
+                    return self.land_on_first_of_block(saved);
+                }
+                PrevRun::BeforeBlock | PrevRun::Unknown => break,
+            }
+        }
+        self.data_failed();
+        self.restore(saved)
+    }
+
+    /// At the first entry of the block at the index position, or back at
+    /// `saved` and false.
+    fn land_on_first_of_block(&mut self, saved: &[u8]) -> bool {
+        self.init_data_block();
+        if let Some(d) = &mut self.data {
+            d.seek_to_first();
+            if d.valid() {
+                return true;
+            }
+        }
+        self.data_failed();
+        self.restore(saved)
+    }
+
     fn skip_empty_forward(&mut self) {
         while !self.data.as_ref().is_some_and(|d| d.valid()) {
             if self.data_failed() || !self.index.valid() {
@@ -321,6 +390,50 @@ impl InternalIterator for TableIterator {
             match &mut self.data {
                 Some(d) => d.seek_to_first(),
                 None => return,
+            }
+        }
+    }
+
+    fn prev_run_first(&mut self, run: &PrefixRun<'_>) -> bool {
+        if !self.filters.is_empty() || !self.valid() {
+            return false;
+        }
+        let Some(d) = &mut self.data else {
+            return false;
+        };
+        match d.prev_run_first_in_block(run) {
+            PrevRun::Landed => true,
+            PrevRun::FromBlockStart(key) => {
+                let saved = self.saved_position();
+                let prev = run.of_internal_key(&key);
+                self.land_on_run_first_before(&prev, &saved)
+            }
+            PrevRun::BeforeBlock => {
+                // The run before ends in the block before this one.
+                let saved = self.saved_position();
+                self.index.prev();
+                if !self.index.valid() {
+                    return self.restore(&saved);
+                }
+                self.init_data_block();
+                let Some(d) = &mut self.data else {
+                    return self.restore(&saved);
+                };
+                match d.last_run_first_in_block(run, Some(run), None) {
+                    PrevRun::Landed => true,
+                    PrevRun::FromBlockStart(key) => {
+                        let prev = run.of_internal_key(&key);
+                        self.land_on_run_first_before(&prev, &saved)
+                    }
+                    _ => {
+                        self.data_failed();
+                        self.restore(&saved)
+                    }
+                }
+            }
+            PrevRun::Outside | PrevRun::Unknown => {
+                self.data_failed();
+                false
             }
         }
     }

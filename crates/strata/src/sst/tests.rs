@@ -894,7 +894,7 @@ fn check_skips_from(
     t: &crate::key::SliceTransform,
     order: Option<crate::key::BuiltinOrder>,
     ctx: &str,
-) {
+) -> bool {
     use crate::iter::PrefixRun;
     let user = crate::key::extract_user_key(&entries[i].0);
     let (bytes, in_domain) = PrefixRun::bytes_of(t, user);
@@ -935,6 +935,34 @@ fn check_skips_from(
     let first = want.map_or(0, |j| j + 1);
     assert_eq!(it.key(), &entries[first].0[..], "{ctx}: first of the run");
     it.status().unwrap();
+    // From there, straight to the first entry of the run before (or no
+    // move where restart keys cannot tell).
+    let landed = it.prev_run_first(&run);
+    it.status().unwrap();
+    if !landed {
+        assert_eq!(it.key(), &entries[first].0[..], "{ctx}: no move");
+        return false;
+    }
+    let last = first.checked_sub(1).expect("landed with no run before");
+    let prev = run.of_internal_key(&entries[last].0);
+    let start = (0..=last)
+        .rev()
+        .take_while(|&j| prev.covers(&entries[j].0))
+        .last()
+        .unwrap();
+    assert_eq!(it.key(), &entries[start].0[..], "{ctx}: run before");
+    assert_eq!(it.value(), &entries[start].1[..], "{ctx}");
+    it.next();
+    assert_eq!(it.key(), &entries[start + 1].0[..], "{ctx}: next after");
+    it.prev();
+    it.prev();
+    if start == 0 {
+        assert!(!it.valid(), "{ctx}: prev after, at the start");
+    } else {
+        assert_eq!(it.key(), &entries[start - 1].0[..], "{ctx}: prev after");
+    }
+    it.status().unwrap();
+    true
 }
 
 /// The block and table iterators' fast prefix skips land exactly where
@@ -966,7 +994,7 @@ fn prefix_run_skips_land_where_stepping_does() {
             let i = rng.gen_range(0..entries.len());
             let t = &extractors[rng.gen_range(0..extractors.len())];
             let ctx = format!("round {round} {opts:?} from {i} run {}", t.name());
-            check_skips_from(&mut it, &entries, i, t, cmp.builtin_order(), &ctx);
+            let _ = check_skips_from(&mut it, &entries, i, t, cmp.builtin_order(), &ctx);
         }
     }
 }
@@ -1178,6 +1206,7 @@ fn prefix_restart_blocks_land_where_stepping_does() {
     let extractors = test_extractors();
     let mut rng = StdRng::seed_from_u64(23);
     let mut flagged_blocks = 0;
+    let mut landed = 0;
     for round in 0..30 {
         let cmp: Arc<dyn Comparator> = if round % 3 == 2 {
             Arc::new(ReverseBytewiseComparator)
@@ -1220,13 +1249,23 @@ fn prefix_restart_blocks_land_where_stepping_does() {
         for _ in 0..200 {
             let i = rng.gen_range(0..entries.len());
             let ctx = format!("round {round} {} from {i}", t.name());
-            check_skips_from(&mut it, &entries, i, &t, cmp.builtin_order(), &ctx);
+            landed += usize::from(check_skips_from(
+                &mut it,
+                &entries,
+                i,
+                &t,
+                cmp.builtin_order(),
+                &ctx,
+            ));
         }
     }
     assert!(
         flagged_blocks > 50,
         "{flagged_blocks} blocks restart at prefix changes"
     );
+    // The direct step to the run before is taken often (in blocks that
+    // restart at prefix changes), and lands right (checked above).
+    assert!(landed > 1000, "prev_run_first landed {landed} times");
 }
 
 /// A file that counts its reads.

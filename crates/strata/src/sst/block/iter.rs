@@ -109,6 +109,24 @@ const RESTART_LOOKAHEAD: u32 = 8;
 /// it looks ahead in the restart array: most runs end within one or two.
 const RESTARTS_SCANNED_MAX: u32 = 1;
 
+/// What [`BlockIter::prev_run_first_in_block`] found.
+#[derive(Debug)]
+pub(crate) enum PrevRun {
+    /// At the first entry of the run before.
+    Landed,
+    /// The run before covers the block's first entry and may begin in an
+    /// earlier block; it is the run of this internal key. Not moved.
+    FromBlockStart(SmallVec<[u8; KEY_INLINE_BYTES]>),
+    /// The current run begins at the block's first entry: the run before
+    /// ends in an earlier block. Not moved.
+    BeforeBlock,
+    /// The block's last entry is not in the run expected there. Not moved.
+    Outside,
+    /// Not found from restart keys (or the block is corrupt, recorded in
+    /// its status). Not moved.
+    Unknown,
+}
+
 /// The decoded header of one entry.
 struct EntryHeader {
     shared: usize,
@@ -729,6 +747,79 @@ impl BlockIter {
         }
         let n = self.cache.entries.len();
         self.land_before_run(run, n);
+    }
+
+    /// [`InternalIterator::prev_run_first`] within this block, which must
+    /// restart at every prefix change: from the current entry, the first of
+    /// its run, the run before it is the run of the previous restart key
+    /// (every restart interval holds one run), and that run's first entry
+    /// is the first restart point of the stretch of restart keys it covers.
+    /// Only restart keys are read. Moves only when it lands.
+    pub(crate) fn prev_run_first_in_block(&mut self, run: &PrefixRun<'_>) -> PrevRun {
+        if !self.prefix_restarts || !self.valid() {
+            return PrevRun::Unknown;
+        }
+        let r = self.restart_index;
+        if self.restart_point(r) != Some(self.current) {
+            // Not at a restart point: not the first entry of a run here.
+            return PrevRun::Unknown;
+        }
+        if r == 0 {
+            return PrevRun::BeforeBlock;
+        }
+        self.run_first_back_from(run, r - 1, Some(run), None)
+    }
+
+    /// For a block that restarts at every prefix change: the first entry
+    /// of the run of restart key `ri` (a run by `like`'s extractor), found
+    /// back from `ri`. `not` is a run that must not cover that key (the
+    /// run after it); `expect`, one that must (else [`PrevRun::Outside`]).
+    /// Moves only when it lands.
+    fn run_first_back_from(
+        &mut self,
+        like: &PrefixRun<'_>,
+        ri: u32,
+        not: Option<&PrefixRun<'_>>,
+        expect: Option<&PrefixRun<'_>>,
+    ) -> PrevRun {
+        let Some(range) = self.restart_key(ri) else {
+            return PrevRun::Unknown; // malformed: the stepping path reports it
+        };
+        let key: SmallVec<[u8; KEY_INLINE_BYTES]> = SmallVec::from_slice(&self.data[range]);
+        if not.is_some_and(|r| r.covers(&key)) {
+            return PrevRun::Unknown;
+        }
+        if expect.is_some_and(|r| !r.covers(&key)) {
+            return PrevRun::Outside;
+        }
+        let prev = like.of_internal_key(&key);
+        let Some(first) = self.first_covered_restart_back(&prev, ri) else {
+            return PrevRun::Unknown; // corruption, recorded
+        };
+        if first == 0 {
+            return PrevRun::FromBlockStart(key);
+        }
+        if self.seek_to_restart(first) && self.parse_next() {
+            PrevRun::Landed
+        } else {
+            PrevRun::Unknown // corruption, recorded
+        }
+    }
+
+    /// For a block that restarts at every prefix change ([`PrevRun::Unknown`]
+    /// otherwise): the first entry of the run of its last entry, by
+    /// `like`'s extractor; `not` and `expect` as for
+    /// [`Self::run_first_back_from`].
+    pub(crate) fn last_run_first_in_block(
+        &mut self,
+        like: &PrefixRun<'_>,
+        not: Option<&PrefixRun<'_>>,
+        expect: Option<&PrefixRun<'_>>,
+    ) -> PrevRun {
+        if !self.prefix_restarts || self.status.is_err() || self.num_restarts == 0 {
+            return PrevRun::Unknown;
+        }
+        self.run_first_back_from(like, self.num_restarts - 1, not, expect)
     }
 
     /// Positions at the last entry among the cached interval's first
