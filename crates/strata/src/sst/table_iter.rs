@@ -184,38 +184,43 @@ impl TableIterator {
 
     /// [`InternalIterator::prev_run_first`] once the run before the
     /// current one (`prev`) is known to hold the first entry of the data
-    /// block at the index position: back through earlier blocks to the
-    /// block where it begins (a block whose index separator `prev` does
-    /// not cover ends before it; a block of `prev`'s prefix alone is passed
-    /// unread), then to its first entry there. Otherwise back at `saved`
-    /// and false.
+    /// block at the index position: the run begins in the block after the
+    /// last block whose index separator it does not cover (found by a
+    /// search over the index's restart keys, as a backward skip does),
+    /// then at its first entry there. Otherwise back at `saved` and false.
     fn land_on_run_first_before(&mut self, prev: &PrefixRun<'_>, saved: &[u8]) -> bool {
-        // Bounded by the index: each turn moves to an earlier block.
-        while prev.is_interval() {
+        if prev.is_interval() {
+            // A separator is at or after its block's last key; one that the
+            // run (an interval holding the next block's first key) does
+            // not cover is before the run, and so is that block.
             self.index.prev();
-            if !self.index.valid() {
-                break; // the run may begin in an earlier table
-            }
-            if !prev.covers(self.index.key()) {
-                // The separator, at or after the block's last key, is before
-                // the run (an interval that holds the next block's first
-                // key): the run begins at the next block's first entry.
+            if self.index.valid() && !prev.covers(self.index.key()) {
+                // The run begins at this block's first entry.
                 self.index.next();
                 return self.land_on_first_of_block(saved);
             }
-            if prev.in_domain() && self.index_single_prefix() == Some(prev.bytes()) {
-                continue;
+            // The block before ends inside the run too: back to the last
+            // block that ends before it; the run begins in the next one.
+            // Invalid with no error: the run may begin in an earlier table.
+            if self.index.valid() {
+                self.index.skip_run_backward(prev);
             }
-            self.init_data_block();
-            let Some(d) = &mut self.data else { break };
-            match d.last_run_first_in_block(prev, None, Some(prev)) {
-                PrevRun::Landed => return true,
-                PrevRun::FromBlockStart(_) => continue,
-                PrevRun::Outside => {
-                    self.index.next();
-                    return self.land_on_first_of_block(saved);
+            if self.index.valid() {
+                self.index.next();
+                self.init_data_block();
+                if let Some(d) = &mut self.data {
+                    match d.last_run_first_in_block(prev, None, Some(prev)) {
+                        PrevRun::Landed => return true,
+                        // The run holds the block's first entry: it begins there.
+                        PrevRun::FromBlockStart(_) => return self.land_on_first_of_block(saved),
+                        // The block ends before the run: it begins at the next.
+                        PrevRun::Outside => {
+                            self.index.next();
+                            return self.land_on_first_of_block(saved);
+                        }
+                        PrevRun::BeforeBlock | PrevRun::Unknown => {}
+                    }
                 }
-                PrevRun::BeforeBlock | PrevRun::Unknown => break,
             }
         }
         self.data_failed();
