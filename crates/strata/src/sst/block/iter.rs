@@ -57,11 +57,15 @@ pub struct BlockIter {
     /// that the backward steps after it within the interval scan nothing
     /// (as RocksDB's `prev_entries_`).
     cache: IntervalCache,
+    /// The cache entry restored last: while the iterator is still there
+    /// (same offset), `prev` takes the entry before it directly.
+    cache_pos: usize,
     /// Every prefix change in the block is a restart point (the table
     /// recorded it for the reader's prefix extractor).
     prefix_restarts: bool,
-    /// The current key's range in `data` when it is stored whole.
-    key_borrowed: Option<Range<usize>>,
+    /// Where the current key is: `key_buf`, or whole in `data`, or in the
+    /// interval cache (after a backward step).
+    key_at: KeyAt,
     value: Range<usize>,
     status: Result<()>,
 }
@@ -127,6 +131,17 @@ pub(crate) enum PrevRun {
     Unknown,
 }
 
+/// Where a block iterator's current key is stored.
+#[derive(Debug, Clone)]
+enum KeyAt {
+    /// In `key_buf` (rebuilt from shared bytes).
+    Buf,
+    /// Whole in the block's data, at this range.
+    Data(Range<usize>),
+    /// In the interval cache's keys, at this range.
+    Cache(Range<usize>),
+}
+
 /// The decoded header of one entry.
 struct EntryHeader {
     shared: usize,
@@ -156,8 +171,9 @@ impl BlockIter {
             restart_index: block.num_restarts,
             key_buf: SmallVec::new(),
             cache: IntervalCache::default(),
+            cache_pos: 0,
             prefix_restarts: false,
-            key_borrowed: None,
+            key_at: KeyAt::Buf,
             value: 0..0,
             status: Ok(()),
         }
@@ -225,7 +241,7 @@ impl BlockIter {
         self.current = self.restarts_offset;
         self.next = self.restarts_offset;
         self.restart_index = self.num_restarts;
-        self.key_borrowed = None;
+        self.key_at = KeyAt::Buf;
         self.key_buf.clear();
     }
 
@@ -262,7 +278,7 @@ impl BlockIter {
             self.corrupt(at, "restart point outside the entries area");
             return false;
         };
-        self.key_borrowed = None;
+        self.key_at = KeyAt::Buf;
         self.key_buf.clear();
         self.restart_index = index;
         self.next = point;
@@ -282,9 +298,9 @@ impl BlockIter {
             self.corrupt(at, "entry header or lengths run past the entries area");
             return false;
         };
-        let prev_len = match &self.key_borrowed {
-            Some(r) => r.len(),
-            None => self.key_buf.len(),
+        let prev_len = match &self.key_at {
+            KeyAt::Data(r) | KeyAt::Cache(r) => r.len(),
+            KeyAt::Buf => self.key_buf.len(),
         };
         if h.shared > prev_len {
             self.corrupt(
@@ -298,14 +314,20 @@ impl BlockIter {
         }
         let key_end = h.key_start + h.non_shared;
         if h.shared == 0 {
-            self.key_borrowed = Some(h.key_start..key_end);
+            self.key_at = KeyAt::Data(h.key_start..key_end);
         } else {
-            if let Some(r) = self.key_borrowed.take() {
-                self.key_buf.clear();
-                self.key_buf
-                    .extend_from_slice(&self.data[r.start..r.start + h.shared]);
-            } else {
-                self.key_buf.truncate(h.shared);
+            match std::mem::replace(&mut self.key_at, KeyAt::Buf) {
+                KeyAt::Data(r) => {
+                    self.key_buf.clear();
+                    self.key_buf
+                        .extend_from_slice(&self.data[r.start..r.start + h.shared]);
+                }
+                KeyAt::Cache(r) => {
+                    self.key_buf.clear();
+                    self.key_buf
+                        .extend_from_slice(&self.cache.keys[r.start..r.start + h.shared]);
+                }
+                KeyAt::Buf => self.key_buf.truncate(h.shared),
             }
             self.key_buf
                 .extend_from_slice(&self.data[h.key_start..key_end]);
@@ -844,6 +866,11 @@ impl BlockIter {
         if self.cache.interval == Some(index) {
             return true;
         }
+        if let KeyAt::Cache(r) = std::mem::replace(&mut self.key_at, KeyAt::Buf) {
+            // The current key lives in the cache about to be replaced.
+            self.key_buf.clear();
+            self.key_buf.extend_from_slice(&self.cache.keys[r]);
+        }
         self.cache.interval = None;
         self.cache.entries.clear();
         self.cache.keys.clear();
@@ -909,14 +936,14 @@ impl BlockIter {
 
     /// Positions at entry `i` of the interval cache.
     fn restore_cached(&mut self, i: usize) {
+        self.cache_pos = i;
         let e = &self.cache.entries[i];
         self.current = e.current;
         self.next = e.next;
         self.value = e.value.clone();
-        self.key_buf.clear();
-        self.key_buf
-            .extend_from_slice(&self.cache.keys[e.key.clone()]);
-        self.key_borrowed = None;
+        // Read in place: the cache keeps the interval until a backward
+        // step or skip decodes another (which moves the key out first).
+        self.key_at = KeyAt::Cache(e.key.clone());
         if let Some(interval) = self.cache.interval {
             self.restart_index = interval;
         }
@@ -996,6 +1023,20 @@ impl InternalIterator for BlockIter {
     fn prev(&mut self) {
         debug_assert!(self.valid());
         let original = self.current;
+        // Still at the cached entry restored last (the cache holds one
+        // interval of this block, so a matching offset is that entry):
+        // the entry before it is the one before in the cache.
+        let j = self.cache_pos;
+        if j > 0
+            && self.cache.interval.is_some()
+            && self
+                .cache
+                .entries
+                .get(j)
+                .is_some_and(|e| e.current == original)
+        {
+            return self.restore_cached(j - 1);
+        }
         // Find the restart interval that starts before the current entry.
         loop {
             match self.restart_point(self.restart_index) {
@@ -1027,9 +1068,10 @@ impl InternalIterator for BlockIter {
 
     fn key(&self) -> &[u8] {
         debug_assert!(self.valid());
-        match &self.key_borrowed {
-            Some(r) => &self.data[r.clone()],
-            None => &self.key_buf,
+        match &self.key_at {
+            KeyAt::Data(r) => &self.data[r.clone()],
+            KeyAt::Cache(r) => &self.cache.keys[r.clone()],
+            KeyAt::Buf => &self.key_buf,
         }
     }
 
