@@ -8,10 +8,10 @@
 //! - Reverse: the inner iterator is just before every entry of the current
 //!   user key (at the last entry of a smaller key, or invalid), and the
 //!   current key and value are copied into `saved_key` and `saved_value`.
-//!   After `prev_prefix` (`at_first`), the inner iterator may instead still
-//!   be at the current entry, one `prev` short of that: the next
-//!   `prev_prefix` goes on from there, and every other move takes that
-//!   `prev` first (`settle`).
+//!   After `prev_prefix` (`at_first`), the inner iterator may instead be at
+//!   the current entry (its key's newest entry and a visible value, so the
+//!   forward invariant holds): the next `prev_prefix` steps to the run
+//!   before from there, and every other move goes on as forward.
 //!
 //! Bounds are those of RocksDB's `iterate_lower_bound` (inclusive) and
 //! `iterate_upper_bound` (exclusive): seeks clamp to them and iteration
@@ -358,7 +358,7 @@ impl DBIter {
     pub fn next(&mut self) {
         assert!(self.valid, "DBIter::next while invalid");
         self.merged = false;
-        self.settle();
+        self.forward_at_first();
         if self.direction == Direction::Reverse {
             // The inner iterator is just before the entries of `saved_key`:
             // step into them and skip them below.
@@ -377,7 +377,7 @@ impl DBIter {
     pub fn prev(&mut self) {
         assert!(self.valid, "DBIter::prev while invalid");
         self.merged = false;
-        self.settle();
+        self.forward_at_first();
         if self.direction == Direction::Forward {
             // The inner iterator is at the current entry: step back past
             // every entry of the current user key.
@@ -470,7 +470,7 @@ impl DBIter {
     pub fn next_prefix(&mut self) {
         assert!(self.valid, "DBIter::next_prefix while invalid");
         self.merged = false;
-        self.settle();
+        self.forward_at_first();
         let Some(transform) = self.take_extractor("next_prefix") else {
             return;
         };
@@ -525,31 +525,28 @@ impl DBIter {
             // Confined to the current key's prefix: nothing before it counts.
             self.stop();
         } else if !(self.at_first && self.prev_prefix_from_first(&transform)) {
-            self.settle();
+            self.forward_at_first();
             self.prev_prefix_by_keys(&transform);
         }
         self.prefix_extractor = Some(transform);
     }
 
-    /// Reverse at the first entry of the current key's run, with the inner
-    /// iterator still there: takes one `prev` to restore the reverse
-    /// invariant (before every entry of the current key).
-    fn settle(&mut self) {
-        if !self.at_first {
-            return;
-        }
-        self.at_first = false;
-        self.inner.prev();
-        if let Err(e) = self.inner.status() {
-            self.fail(e);
+    /// With `at_first` the inner iterator is at the current entry, its
+    /// key's newest entry and a visible value: the forward invariant. Every
+    /// move but `prev_prefix`'s direct step goes on from there as forward.
+    fn forward_at_first(&mut self) {
+        if self.at_first {
+            self.at_first = false;
+            self.direction = Direction::Forward;
         }
     }
 
     /// [`DBIter::prev_prefix`] from `at_first`: the inner iterator moves
     /// straight to the first entry of the run before the current one
     /// ([`InternalIterator::prev_run_first`]); when that entry is this
-    /// reader's answer, it is taken. True when done; false (with the
-    /// inner iterator back at the current entry) for the general path.
+    /// reader's answer, it is taken. True when done (or failed); false,
+    /// with the inner iterator back at the current entry and `at_first`
+    /// still set, for the general path.
     fn prev_prefix_from_first(&mut self, transform: &SliceTransform) -> bool {
         let order = self.user_cmp.builtin_order();
         let in_domain = self.set_run(transform, true);
@@ -564,20 +561,23 @@ impl DBIter {
         if self.take_first_of_run() {
             return true;
         }
-        // A deletion, a newer version or a bound: back to the current
-        // entry, the newest version of `saved_key` (the first entry of
-        // its run), for the general path.
-        build_internal_key(
-            &mut self.seek_key,
-            &self.saved_key,
-            MAX_SEQUENCE_NUMBER,
-            ValueKind::FOR_SEEK,
-        );
-        self.inner.seek(&self.seek_key);
+        // A deletion, a newer version or a bound: forward past that run,
+        // back to the current entry, for the general path.
+        let in_domain = self.set_run(transform, false);
+        let landed = PrefixRun::new(transform, &self.run_bytes, in_domain, order);
+        self.inner.return_from_prev_run(&landed);
         if let Err(e) = self.inner.status() {
             self.fail(e);
             return true;
         }
+        debug_assert!(
+            self.inner.valid()
+                && self
+                    .user_cmp
+                    .compare(extract_user_key(self.inner.key()), &self.saved_key)
+                    == Ordering::Equal,
+            "returning from the run before missed the current entry"
+        );
         false
     }
 
@@ -1350,6 +1350,56 @@ mod tests {
         it.next();
         assert!(!it.valid());
         assert!(it.status().is_err());
+    }
+
+    /// Every move after a `prev_prefix` that took a run's first entry (the
+    /// inner iterator left at it) reports an inner error instead of
+    /// panicking, wherever the error sits, and otherwise lands right.
+    #[test]
+    fn moves_after_prev_prefix_report_inner_errors() {
+        let user: Arc<dyn Comparator> = Arc::new(BytewiseComparator);
+        let icmp: Arc<dyn Comparator> = Arc::new(InternalKeyComparator::new(user.clone()));
+        let keys = ["a1", "a2", "b1", "b2", "c1"];
+        let entries: Entries = keys
+            .iter()
+            .map(|k| (ikey(k.as_bytes(), 1, ValueKind::Value), b"x".to_vec()))
+            .collect();
+        let t = Arc::new(SliceTransform::create_fixed_prefix(1));
+        type Step = (&'static str, fn(&mut DBIter), Option<&'static str>);
+        let steps: [Step; 4] = [
+            ("next", DBIter::next, Some("b2")),
+            ("prev", DBIter::prev, Some("a2")),
+            ("next_prefix", DBIter::next_prefix, Some("c1")),
+            ("prev_prefix", DBIter::prev_prefix, Some("a1")),
+        ];
+        for fail_at in (0..keys.len()).map(Some).chain([None]) {
+            for (name, step, want) in steps {
+                let inner = match fail_at {
+                    Some(f) => VecIter::failing_at(icmp.clone(), entries.clone(), f),
+                    None => VecIter::new(icmp.clone(), entries.clone()),
+                };
+                let mut it = DBIter::new(inner.boxed(), user.clone(), 10, None, None)
+                    .with_prefix_extractor(Some(t.clone()));
+                it.seek_to_last();
+                if !it.valid() {
+                    assert!(it.status().is_err(), "fail at {fail_at:?}");
+                    continue;
+                }
+                it.prev_prefix();
+                if !it.valid() {
+                    assert!(it.status().is_err(), "fail at {fail_at:?}");
+                    continue;
+                }
+                assert_eq!(it.key(), b"b1");
+                step(&mut it);
+                let ctx = format!("{name} after prev_prefix, fail at {fail_at:?}");
+                if it.valid() {
+                    assert_eq!(Some(it.key()), want.map(str::as_bytes), "{ctx}");
+                } else {
+                    assert!(it.status().is_err(), "{ctx}: invalid without an error");
+                }
+            }
+        }
     }
 
     #[test]

@@ -425,6 +425,17 @@ impl InternalIterator for MergingIterator {
         landed
     }
 
+    fn return_from_prev_run(&mut self, prev: &PrefixRun<'_>) {
+        debug_assert!(self.direction == Direction::Reverse && self.heap.len() == 1);
+        let Some(&top) = self.heap.first() else {
+            return;
+        };
+        self.children[top].return_from_prev_run(prev);
+        if !self.children[top].valid() {
+            self.heap.clear(); // failed (its status says why)
+        }
+    }
+
     /// The first error met; else the first error of any child, by index.
     fn status(&self) -> Result<()> {
         self.status.clone()?;

@@ -80,6 +80,15 @@ pub trait InternalIterator: Send {
         false
     }
 
+    /// Undoes a [`InternalIterator::prev_run_first`] that landed, from the
+    /// first entry of the run it landed on (`prev`): back at the entry it
+    /// started from, the first entry after that run. The default skips
+    /// the run forward; the merging iterator moves only its one child (the
+    /// others hold nothing before that entry), so it does not turn around.
+    fn return_from_prev_run(&mut self, prev: &PrefixRun<'_>) {
+        self.skip_run_forward(prev);
+    }
+
     /// From an entry `run` covers, moves backward to the first entry of the
     /// run (the smallest covered key), where `prev` and `next` then work as
     /// after any backward step. Requires a valid iterator at a covered

@@ -815,6 +815,10 @@ impl BlockIter {
             return PrevRun::Outside;
         }
         let prev = like.of_internal_key(&key);
+        if !prev.covers(&key) {
+            // Too short for an internal key: the stepping path reports it.
+            return PrevRun::Unknown;
+        }
         let Some(first) = self.first_covered_restart_back(&prev, ri) else {
             return PrevRun::Unknown; // corruption, recorded
         };
