@@ -273,13 +273,7 @@ fn run_seed(seed: u64) {
     }
     write_round(&db, &mut model, &mut rng, &mut versions, false);
     db.wait_for_compact().unwrap();
-    let levels: Vec<String> = (0..7)
-        .map(|l| {
-            db.property_value(&format!("strata.num-files-at-level{l}"))
-                .unwrap()
-                .unwrap_or_default()
-        })
-        .collect();
+    let levels = files_per_level(&db);
     let ctx = format!("{ctx} files per level {levels:?}");
     let deeper = levels[1..].iter().filter(|n| n.as_str() != "0").count();
     assert!(
@@ -287,20 +281,18 @@ fn run_seed(seed: u64) {
         "{ctx}: want L0 and two deeper levels"
     );
 
-    check_walks(&db, &ReadOptions::default, &model, &config, &mut rng, &ctx);
     let snap_ro = || {
         let mut ro = ReadOptions::default();
         ro.set_snapshot(&snapshot);
         ro
     };
-    check_walks(
-        &db,
-        &snap_ro,
-        &old_model,
-        &config,
-        &mut rng,
-        &format!("{ctx} (snapshot)"),
-    );
+    // The latest view and the snapshot's.
+    let mut check_both = |ctx: &str| {
+        check_walks(&db, &ReadOptions::default, &model, &config, &mut rng, ctx);
+        let ctx = format!("{ctx} (snapshot)");
+        check_walks(&db, &snap_ro, &old_model, &config, &mut rng, &ctx);
+    };
+    check_both(&ctx);
 
     // Everything in one level, the snapshot still held (so the versions
     // it sees and the deletions stay): one source under the iterator, so
@@ -312,29 +304,25 @@ fn run_seed(seed: u64) {
     for _ in 0..7 {
         db.compact_range::<&[u8], &[u8]>(None, None).unwrap();
         db.wait_for_compact().unwrap();
-        levels = (0..7)
-            .map(|l| {
-                db.property_value(&format!("strata.num-files-at-level{l}"))
-                    .unwrap()
-                    .unwrap_or_default()
-            })
-            .collect();
+        levels = files_per_level(&db);
         if levels.iter().filter(|n| n.as_str() != "0").count() == 1 {
             break;
         }
     }
     let populated = levels.iter().filter(|n| n.as_str() != "0").count();
     assert_eq!(populated, 1, "{ctx}: after full compactions {levels:?}");
-    let ctx = format!("{ctx} compacted");
-    check_walks(&db, &ReadOptions::default, &model, &config, &mut rng, &ctx);
-    check_walks(
-        &db,
-        &snap_ro,
-        &old_model,
-        &config,
-        &mut rng,
-        &format!("{ctx} (snapshot)"),
-    );
+    check_both(&format!("{ctx} compacted"));
+}
+
+/// The number of table files at each level, as the property gives it.
+fn files_per_level(db: &DB) -> Vec<String> {
+    (0..7)
+        .map(|l| {
+            db.property_value(&format!("strata.num-files-at-level{l}"))
+                .unwrap()
+                .unwrap_or_default()
+        })
+        .collect()
 }
 
 fn seeds(default: u64) -> Vec<u64> {
