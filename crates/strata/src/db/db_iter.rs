@@ -8,10 +8,11 @@
 //! - Reverse: the inner iterator is just before every entry of the current
 //!   user key (at the last entry of a smaller key, or invalid), and the
 //!   current key and value are copied into `saved_key` and `saved_value`.
-//!   After `prev_prefix` (`at_first`), the inner iterator may instead be at
-//!   the current entry (its key's newest entry and a visible value, so the
-//!   forward invariant holds): the next `prev_prefix` steps to the run
-//!   before from there, and every other move goes on as forward.
+//!
+//! `prev_prefix` ends forward: the row it lands on is the first entry of
+//! its prefix run, its key's newest entry and a visible value, so the
+//! inner iterator stays there (`at_first`), and the next `prev_prefix`
+//! steps straight to the run before from there.
 //!
 //! Bounds are those of RocksDB's `iterate_lower_bound` (inclusive) and
 //! `iterate_upper_bound` (exclusive): seeks clamp to them and iteration
@@ -58,8 +59,9 @@ pub struct DBIter {
     lower_bound: Option<Vec<u8>>,
     upper_bound: Option<Vec<u8>>,
     direction: Direction,
-    /// Reverse, with the inner iterator still at the current entry (the
-    /// first entry of its prefix run, which `prev_prefix` took).
+    /// Forward, and the current entry is the first entry of its prefix
+    /// run (`prev_prefix` took it): the next `prev_prefix` may step
+    /// straight to the run before. Any other move clears it.
     at_first: bool,
     valid: bool,
     saved_key: Vec<u8>,
@@ -358,7 +360,7 @@ impl DBIter {
     pub fn next(&mut self) {
         assert!(self.valid, "DBIter::next while invalid");
         self.merged = false;
-        self.forward_at_first();
+        self.at_first = false;
         if self.direction == Direction::Reverse {
             // The inner iterator is just before the entries of `saved_key`:
             // step into them and skip them below.
@@ -377,7 +379,7 @@ impl DBIter {
     pub fn prev(&mut self) {
         assert!(self.valid, "DBIter::prev while invalid");
         self.merged = false;
-        self.forward_at_first();
+        self.at_first = false;
         if self.direction == Direction::Forward {
             // The inner iterator is at the current entry: step back past
             // every entry of the current user key.
@@ -470,7 +472,7 @@ impl DBIter {
     pub fn next_prefix(&mut self) {
         assert!(self.valid, "DBIter::next_prefix while invalid");
         self.merged = false;
-        self.forward_at_first();
+        self.at_first = false;
         let Some(transform) = self.take_extractor("next_prefix") else {
             return;
         };
@@ -525,31 +527,22 @@ impl DBIter {
             // Confined to the current key's prefix: nothing before it counts.
             self.stop();
         } else if !(self.at_first && self.prev_prefix_from_first(&transform)) {
-            self.forward_at_first();
+            self.at_first = false;
             self.prev_prefix_by_keys(&transform);
         }
         self.prefix_extractor = Some(transform);
-    }
-
-    /// With `at_first` the inner iterator is at the current entry, its
-    /// key's newest entry and a visible value: the forward invariant. Every
-    /// move but `prev_prefix`'s direct step goes on from there as forward.
-    fn forward_at_first(&mut self) {
-        if self.at_first {
-            self.at_first = false;
-            self.direction = Direction::Forward;
-        }
     }
 
     /// [`DBIter::prev_prefix`] from `at_first`: the inner iterator moves
     /// straight to the first entry of the run before the current one
     /// ([`InternalIterator::prev_run_first`]); when that entry is this
     /// reader's answer, it is taken. True when done (or failed); false,
-    /// with the inner iterator back at the current entry and `at_first`
-    /// still set, for the general path.
+    /// with the inner iterator back at the current entry, for the general
+    /// path.
     fn prev_prefix_from_first(&mut self, transform: &SliceTransform) -> bool {
+        debug_assert_eq!(self.direction, Direction::Forward);
         let order = self.user_cmp.builtin_order();
-        let in_domain = self.set_run(transform, true);
+        let in_domain = self.set_run(transform, false);
         let run = PrefixRun::new(transform, &self.run_bytes, in_domain, order);
         if !self.inner.prev_run_first(&run) {
             if let Err(e) = self.inner.status() {
@@ -571,11 +564,7 @@ impl DBIter {
             return true;
         }
         debug_assert!(
-            self.inner.valid()
-                && self
-                    .user_cmp
-                    .compare(extract_user_key(self.inner.key()), &self.saved_key)
-                    == Ordering::Equal,
+            self.inner.valid() && !landed.covers(self.inner.key()),
             "returning from the run before missed the current entry"
         );
         false
@@ -657,8 +646,9 @@ impl DBIter {
 
     /// After [`InternalIterator::skip_run_backward_to_first`], with the inner
     /// iterator at the first entry of a run: if that entry is this reader's
-    /// answer (a visible value within the bounds), makes it current in
-    /// reverse direction and returns true; otherwise changes nothing.
+    /// answer (a visible value within the bounds), makes it current (as a
+    /// forward position: it is its key's newest entry) and returns true;
+    /// otherwise changes nothing.
     fn take_first_of_run(&mut self) -> bool {
         let Ok(ikey) = parse(self.inner.key()) else {
             return false; // the slow path reports it
@@ -672,13 +662,9 @@ impl DBIter {
         {
             return false;
         }
-        self.saved_key.clear();
-        self.saved_key.extend_from_slice(ikey.user_key);
-        let value = self.inner.value();
-        self.saved_value.clear();
-        self.saved_value.extend_from_slice(value);
-        // The entry is its key's newest: one step back is before the key,
-        // taken when the iterator next moves (`settle`).
+        // The entry is its key's newest and a visible value: the forward
+        // invariant holds at it, and nothing need be copied.
+        self.direction = Direction::Forward;
         self.at_first = true;
         self.valid = true;
         true

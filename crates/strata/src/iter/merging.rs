@@ -265,6 +265,21 @@ impl HeapOrder<'_> {
     }
 }
 
+impl MergingIterator {
+    /// Runs `f` on the one child in the heap (reverse, with the others
+    /// holding nothing before the current entry), which moves without the
+    /// others; a child left invalid (failed: its status says why) leaves
+    /// the heap. `None` without a child.
+    fn with_only_child<T>(&mut self, f: impl FnOnce(&mut dyn InternalIterator) -> T) -> Option<T> {
+        let &top = self.heap.first()?;
+        let out = f(self.children[top].as_mut());
+        if !self.children[top].valid() {
+            self.heap.clear();
+        }
+        Some(out)
+    }
+}
+
 impl InternalIterator for MergingIterator {
     fn valid(&self) -> bool {
         self.status.is_ok() && !self.heap.is_empty()
@@ -417,23 +432,13 @@ impl InternalIterator for MergingIterator {
         if self.direction != Direction::Reverse || self.heap.len() != 1 {
             return false;
         }
-        let top = self.heap[0];
-        let landed = self.children[top].prev_run_first(run);
-        if !self.children[top].valid() {
-            self.heap.clear(); // failed (its status says why)
-        }
-        landed
+        self.with_only_child(|c| c.prev_run_first(run))
+            .unwrap_or(false)
     }
 
     fn return_from_prev_run(&mut self, prev: &PrefixRun<'_>) {
         debug_assert!(self.direction == Direction::Reverse && self.heap.len() == 1);
-        let Some(&top) = self.heap.first() else {
-            return;
-        };
-        self.children[top].return_from_prev_run(prev);
-        if !self.children[top].valid() {
-            self.heap.clear(); // failed (its status says why)
-        }
+        self.with_only_child(|c| c.return_from_prev_run(prev));
     }
 
     /// The first error met; else the first error of any child, by index.

@@ -41,6 +41,18 @@ enum Members {
     Computed,
 }
 
+impl Members {
+    /// How a run of `transform` is tested: by its bytes, or whole keys
+    /// outside the domain.
+    fn of(transform: &SliceTransform, in_domain: bool) -> Members {
+        match (in_domain, transform.fixed_len()) {
+            (false, _) => Members::Exact,
+            (true, Some(_)) => Members::Fixed,
+            (true, None) => Members::Computed,
+        }
+    }
+}
+
 /// The set of user keys one prefix step skips (see the module comment).
 #[derive(Debug)]
 pub struct PrefixRun<'a> {
@@ -62,14 +74,8 @@ impl<'a> PrefixRun<'a> {
         in_domain: bool,
         order: Option<BuiltinOrder>,
     ) -> PrefixRun<'a> {
-        let members = match (in_domain, transform.fixed_len()) {
-            (false, _) => Members::Exact,
-            (true, Some(n)) => {
-                debug_assert_eq!(n, bytes.len());
-                Members::Fixed
-            }
-            (true, None) => Members::Computed,
-        };
+        let members = Members::of(transform, in_domain);
+        debug_assert!(members != Members::Fixed || transform.fixed_len() == Some(bytes.len()));
         PrefixRun {
             transform,
             bytes,
@@ -95,15 +101,10 @@ impl<'a> PrefixRun<'a> {
     {
         let (bytes, in_domain) =
             PrefixRun::bytes_of(self.transform, extract_user_key(internal_key));
-        let members = match (in_domain, self.transform.fixed_len()) {
-            (false, _) => Members::Exact,
-            (true, Some(_)) => Members::Fixed,
-            (true, None) => Members::Computed,
-        };
         PrefixRun {
             transform: self.transform,
             bytes,
-            members,
+            members: Members::of(self.transform, in_domain),
             builtin_order: self.builtin_order,
         }
     }
