@@ -130,12 +130,19 @@ fn visit(it: &dyn EngineIterator, versions: u64, seen: &mut Seen) -> Result<()> 
         )));
     }
     let value = it.value();
-    let mut head = [0u8; 8];
-    let n = value.len().min(8);
-    head[..n].copy_from_slice(&value[..n]);
+    // The value's first 8 bytes, read as one word when it has them (as
+    // Pebble's W5 program does), so the check costs no copy call.
+    let head = match value.first_chunk::<8>() {
+        Some(h) => u64::from_le_bytes(*h),
+        None => {
+            let mut head = [0u8; 8];
+            head[..value.len()].copy_from_slice(value);
+            u64::from_le_bytes(head)
+        }
+    };
     seen.rows += 1;
     // A sum: the same whichever way the scan goes.
-    seen.checksum = seen.checksum.wrapping_add(u64::from_le_bytes(head));
+    seen.checksum = seen.checksum.wrapping_add(head);
     seen.bytes += (key.len() + value.len()) as u64;
     Ok(())
 }

@@ -29,12 +29,13 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, PrefixRun};
 use crate::key::{
-    build_internal_key, extract_user_key, parse_entry_key, Comparator, ParsedInternalKey,
-    SequenceNumber, SliceTransform, ValueKind, MAX_SEQUENCE_NUMBER,
+    build_internal_key, extract_user_key, parse_entry_key, BuiltinOrder, Comparator,
+    ParsedInternalKey, SequenceNumber, SliceTransform, ValueKind, MAX_SEQUENCE_NUMBER,
 };
 
 use super::merge_operator::{self, MergeOperands, MergeOperator};
 use crate::range_del::RangeDelView;
+use crate::util::key_buf::KeyBuf;
 
 /// A saved value buffer larger than this (beyond the value it holds) is
 /// released rather than kept, so one huge value does not pin its memory.
@@ -55,6 +56,8 @@ enum Direction {
 pub struct DBIter {
     inner: Box<dyn InternalIterator>,
     user_cmp: Arc<dyn Comparator>,
+    /// `user_cmp`'s built-in order, if it has one (asked once).
+    order: Option<BuiltinOrder>,
     sequence: SequenceNumber,
     lower_bound: Option<Vec<u8>>,
     upper_bound: Option<Vec<u8>>,
@@ -75,7 +78,7 @@ pub struct DBIter {
     /// steps too (while the step holds `prefix_extractor`).
     confine_extractor: Option<Arc<SliceTransform>>,
     /// The bytes of the run a prefix step passes.
-    run_bytes: Vec<u8>,
+    run_bytes: KeyBuf,
     /// Seeks confine the iterator to their target's prefix.
     prefix_same_as_start: bool,
     /// The prefix the last seek confined the iterator to.
@@ -158,6 +161,7 @@ impl DBIter {
         );
         DBIter {
             inner,
+            order: user_cmp.builtin_order(),
             user_cmp,
             sequence,
             lower_bound,
@@ -170,7 +174,7 @@ impl DBIter {
             seek_key: Vec::new(),
             prefix_extractor: None,
             confine_extractor: None,
-            run_bytes: Vec::new(),
+            run_bytes: KeyBuf::default(),
             prefix_same_as_start: false,
             confined: None,
             status: Ok(()),
@@ -309,7 +313,7 @@ impl DBIter {
         );
         match (&self.confined, &self.prefix_extractor) {
             (Some(prefix), Some(t)) => {
-                let run = PrefixRun::new(t, prefix, true, self.user_cmp.builtin_order());
+                let run = PrefixRun::new(t, prefix, true, self.order);
                 self.inner.seek_within(&self.seek_key, &run);
             }
             _ => self.inner.seek(&self.seek_key),
@@ -446,14 +450,21 @@ impl DBIter {
     /// Sets `run_bytes` to the run of `user_key`; returns whether the key
     /// is in the extractor's domain.
     fn set_run(&mut self, transform: &SliceTransform, user_key_from_saved: bool) -> bool {
-        let user_key: &[u8] = if user_key_from_saved {
-            &self.saved_key
+        // `key` holds the user key and, from the inner iterator, its
+        // trailer: room for a whole-chunk copy of a prefix at its start.
+        let (key, user_key): (&[u8], &[u8]) = if user_key_from_saved {
+            (&self.saved_key, &self.saved_key)
         } else {
-            extract_user_key(self.inner.key())
+            let ikey = self.inner.key();
+            (ikey, extract_user_key(ikey))
         };
         let (bytes, in_domain) = PrefixRun::bytes_of(transform, user_key);
-        self.run_bytes.clear();
-        self.run_bytes.extend_from_slice(bytes);
+        if bytes.as_ptr() == key.as_ptr() {
+            self.run_bytes.clear();
+            self.run_bytes.append(key, 0, bytes.len());
+        } else {
+            self.run_bytes.set(bytes);
+        }
         in_domain
     }
 
@@ -498,15 +509,26 @@ impl DBIter {
                 self.inner.next();
             }
         }
-        let order = self.user_cmp.builtin_order();
-        let run = PrefixRun::new(transform, &self.run_bytes, in_domain, order);
+        let order = self.order;
+        let run = PrefixRun::new(transform, self.run_bytes.as_slice(), in_domain, order);
         // A run of one entry (a row of one version) costs a `next`: try
         // that before the skip.
         if self.inner.valid() {
             self.inner.next();
-        }
-        if self.inner.valid() && run.covers(self.inner.key()) {
-            self.inner.skip_run_forward(&run);
+            if self.inner.valid() {
+                let key = self.inner.key();
+                if run.covers(key) {
+                    self.inner.skip_run_forward(&run);
+                } else if parse_entry_key(key).is_some_and(|k| self.stops_at_value(&k)) {
+                    // The usual case of a row of one version: the entry
+                    // after it is the answer (as `find_next_user_entry`
+                    // would find, without fetching the key again).
+                    self.saved_key.clear();
+                    self.clear_saved_value();
+                    self.valid = true;
+                    return;
+                }
+            }
         }
         self.saved_key.clear();
         self.clear_saved_value();
@@ -541,9 +563,9 @@ impl DBIter {
     /// path.
     fn prev_prefix_from_first(&mut self, transform: &SliceTransform) -> bool {
         debug_assert_eq!(self.direction, Direction::Forward);
-        let order = self.user_cmp.builtin_order();
+        let order = self.order;
         let in_domain = self.set_run(transform, false);
-        let run = PrefixRun::new(transform, &self.run_bytes, in_domain, order);
+        let run = PrefixRun::new(transform, self.run_bytes.as_slice(), in_domain, order);
         if !self.inner.prev_run_first(&run) {
             if let Err(e) = self.inner.status() {
                 self.fail(e);
@@ -557,7 +579,7 @@ impl DBIter {
         // A deletion, a newer version or a bound: forward past that run,
         // back to the current entry, for the general path.
         let in_domain = self.set_run(transform, false);
-        let landed = PrefixRun::new(transform, &self.run_bytes, in_domain, order);
+        let landed = PrefixRun::new(transform, self.run_bytes.as_slice(), in_domain, order);
         self.inner.return_from_prev_run(&landed);
         if let Err(e) = self.inner.status() {
             self.fail(e);
@@ -574,14 +596,14 @@ impl DBIter {
     /// previous visible key (passing prefixes without one), then to the
     /// first visible entry of that key's prefix.
     fn prev_prefix_by_keys(&mut self, transform: &SliceTransform) {
-        let order = self.user_cmp.builtin_order();
+        let order = self.order;
         let forward = self.direction == Direction::Forward;
         let in_domain = self.set_run(transform, !forward);
         // Back before every entry of the current prefix. Going forward the
         // inner iterator is at the current entry: a run of one entry (a row
         // of one version) costs a `prev`, so try that before the skip.
         self.direction = Direction::Reverse;
-        let run = PrefixRun::new(transform, &self.run_bytes, in_domain, order);
+        let run = PrefixRun::new(transform, self.run_bytes.as_slice(), in_domain, order);
         if forward && self.inner.valid() {
             self.inner.prev();
         }
@@ -601,7 +623,7 @@ impl DBIter {
         // this reader in between: when it is outside the prefix, the found
         // key is the prefix's first visible entry.
         let in_domain = self.set_run(transform, true);
-        let run = PrefixRun::new(transform, &self.run_bytes, in_domain, order);
+        let run = PrefixRun::new(transform, self.run_bytes.as_slice(), in_domain, order);
         if !self.inner.valid() || !run.covers(self.inner.key()) {
             return;
         }
@@ -622,7 +644,7 @@ impl DBIter {
         }
         // Otherwise (a deletion, a newer version, a bound): back before the
         // prefix, then forward to its first visible entry.
-        let run = PrefixRun::new(transform, &self.run_bytes, in_domain, order);
+        let run = PrefixRun::new(transform, self.run_bytes.as_slice(), in_domain, order);
         self.inner.skip_run_backward(&run);
         if let Err(e) = self.inner.status() {
             return self.fail(e);
@@ -707,6 +729,20 @@ impl DBIter {
             self.status = Err(e);
         }
         self.stop();
+    }
+
+    /// Whether a forward move that hides nothing stops at `ikey`: a value
+    /// visible to this reader, inside the bounds.
+    #[inline]
+    fn stops_at_value(&self, ikey: &ParsedInternalKey<'_>) -> bool {
+        ikey.sequence <= self.sequence
+            && self.kind_of(ikey) == ValueKind::Value
+            && !past_upper(
+                self.user_cmp.as_ref(),
+                self.upper_bound.as_deref(),
+                ikey.user_key,
+            )
+            && !self.outside_confinement(ikey.user_key)
     }
 
     /// Forward: from the inner position, finds the first visible value. If

@@ -5,4 +5,5 @@ pub(crate) mod block_buf;
 pub mod coding;
 pub(crate) mod counter;
 pub mod crc;
+pub(crate) mod key_buf;
 pub mod prefetch;

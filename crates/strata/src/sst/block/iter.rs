@@ -19,14 +19,11 @@ use crate::key::{
     ReverseBytewiseComparator,
 };
 use crate::util::coding::{decode_fixed32, decode_varint32};
+use crate::util::key_buf::{KeyBuf, INLINE as KEY_INLINE_BYTES};
 use crate::util::prefetch::{prefetch_at, prefetch_range, CACHE_LINE};
 
 use super::hash_index::{HashIndex, BUCKET_COLLISION, BUCKET_EMPTY};
 use super::Block;
-
-/// Bytes of a rebuilt key kept inside the iterator; longer keys spill to
-/// the heap. 64 covers a 56-byte user key and its 8-byte trailer.
-const KEY_INLINE_BYTES: usize = 64;
 
 /// A cursor over one block's entries.
 ///
@@ -52,7 +49,7 @@ pub struct BlockIter {
     /// The current key when it is not borrowed. Inline up to
     /// [`KEY_INLINE_BYTES`], so a point lookup (a new iterator per block)
     /// allocates nothing for the usual key.
-    key_buf: SmallVec<[u8; KEY_INLINE_BYTES]>,
+    key_buf: KeyBuf,
     /// The entries of one restart interval, decoded by a backward step so
     /// that the backward steps after it within the interval scan nothing
     /// (as RocksDB's `prev_entries_`).
@@ -169,7 +166,7 @@ impl BlockIter {
             current: block.restarts_offset,
             next: block.restarts_offset,
             restart_index: block.num_restarts,
-            key_buf: SmallVec::new(),
+            key_buf: KeyBuf::default(),
             cache: IntervalCache::default(),
             cache_pos: 0,
             prefix_restarts: false,
@@ -254,7 +251,32 @@ impl BlockIter {
         (point <= self.restarts_offset).then_some(point)
     }
 
+    /// The header of the entry at `at`, its lengths checked to stay inside
+    /// the entries area.
+    #[inline(always)]
     fn decode_header(&self, at: usize) -> Option<EntryHeader> {
+        // Three one-byte lengths, the usual header of a small entry: read
+        // together, without the general varint decoder.
+        let end = self.restarts_offset;
+        if let Some(&[shared, non_shared, value_len]) = self.data.get(at..at + 3) {
+            if (shared | non_shared | value_len) < 0x80 {
+                let key_start = at + 3;
+                if key_start + non_shared as usize + value_len as usize > end {
+                    return None;
+                }
+                return Some(EntryHeader {
+                    shared: shared as usize,
+                    non_shared: non_shared as usize,
+                    value_len: value_len as usize,
+                    key_start,
+                });
+            }
+        }
+        self.decode_header_varints(at)
+    }
+
+    #[inline(never)]
+    fn decode_header_varints(&self, at: usize) -> Option<EntryHeader> {
         let area = self.data.get(at..self.restarts_offset)?;
         let (shared, n1) = decode_varint32(area)?;
         let (non_shared, n2) = decode_varint32(&area[n1..])?;
@@ -319,18 +341,15 @@ impl BlockIter {
             match std::mem::replace(&mut self.key_at, KeyAt::Buf) {
                 KeyAt::Data(r) => {
                     self.key_buf.clear();
-                    self.key_buf
-                        .extend_from_slice(&self.data[r.start..r.start + h.shared]);
+                    self.key_buf.append(&self.data, r.start, h.shared);
                 }
                 KeyAt::Cache(r) => {
                     self.key_buf.clear();
-                    self.key_buf
-                        .extend_from_slice(&self.cache.keys[r.start..r.start + h.shared]);
+                    self.key_buf.append(&self.cache.keys, r.start, h.shared);
                 }
                 KeyAt::Buf => self.key_buf.truncate(h.shared),
             }
-            self.key_buf
-                .extend_from_slice(&self.data[h.key_start..key_end]);
+            self.key_buf.append(&self.data, h.key_start, h.non_shared);
         }
         self.value = key_end..key_end + h.value_len;
         self.next = self.value.end;
@@ -872,8 +891,7 @@ impl BlockIter {
         }
         if let KeyAt::Cache(r) = std::mem::replace(&mut self.key_at, KeyAt::Buf) {
             // The current key lives in the cache about to be replaced.
-            self.key_buf.clear();
-            self.key_buf.extend_from_slice(&self.cache.keys[r]);
+            self.key_buf.set(&self.cache.keys[r]);
         }
         self.cache.interval = None;
         self.cache.entries.clear();
@@ -1075,7 +1093,7 @@ impl InternalIterator for BlockIter {
         match &self.key_at {
             KeyAt::Data(r) => &self.data[r.clone()],
             KeyAt::Cache(r) => &self.cache.keys[r.clone()],
-            KeyAt::Buf => &self.key_buf,
+            KeyAt::Buf => self.key_buf.as_slice(),
         }
     }
 
