@@ -125,9 +125,12 @@ impl MergingIterator {
     /// After the current child moved: keeps it at the top or drops it.
     fn fix_top(&mut self) {
         let top = self.heap[0];
-        self.check_child(top);
         if !self.children[top].valid() {
+            self.check_child(top);
             self.heap.swap_remove(0);
+        }
+        if self.heap.len() < 2 {
+            return; // a heap of one is in order
         }
         let order = HeapOrder {
             cmp: self.cmp.as_ref(),

@@ -81,7 +81,7 @@ impl KeyBuf {
     }
 
     /// Appends `src[start..start + n]`. Panics if `src` lacks those bytes.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn append(&mut self, src: &[u8], start: usize, n: usize) {
         let end = self.len + n;
         // Whole chunks when they stay inside both arrays: the last one may
