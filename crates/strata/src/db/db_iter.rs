@@ -610,6 +610,9 @@ impl DBIter {
         if self.inner.valid() && run.covers(self.inner.key()) {
             self.inner.skip_run_backward(&run);
         }
+        if self.inner.valid() && self.take_first_of_run_before(transform) {
+            return;
+        }
         // The last visible key before them names the previous prefix.
         self.saved_key.clear();
         self.clear_saved_value();
@@ -664,6 +667,38 @@ impl DBIter {
         self.saved_key.clear();
         self.clear_saved_value();
         self.find_next_user_entry(false);
+    }
+
+    /// In [`Self::prev_prefix_by_keys`], with the inner iterator at the
+    /// last entry before the current prefix: lands on the first entry of
+    /// that entry's run; when that entry is this reader's answer (see
+    /// [`Self::take_first_of_run`]) it is taken, and the next
+    /// `prev_prefix` can step straight to the run before. Otherwise the
+    /// inner iterator goes back to where it was and this returns false.
+    fn take_first_of_run_before(&mut self, transform: &SliceTransform) -> bool {
+        let in_domain = self.set_run(transform, false);
+        let run = PrefixRun::new(transform, self.run_bytes.as_slice(), in_domain, self.order);
+        if !run.covers(self.inner.key()) {
+            return false; // malformed: the general path reports it
+        }
+        self.inner.skip_run_backward_to_first(&run);
+        if !self.inner.valid() {
+            // Failed (without an error a landing is always inside the run):
+            // the error stays in the inner status.
+            return false;
+        }
+        if self.take_first_of_run() {
+            return true;
+        }
+        // Past the run and one step back: at its last entry again.
+        let run = PrefixRun::new(transform, self.run_bytes.as_slice(), in_domain, self.order);
+        self.inner.skip_run_forward(&run);
+        if self.inner.valid() {
+            self.inner.prev();
+        } else if self.inner.status().is_ok() {
+            self.inner.seek_to_last();
+        }
+        false
     }
 
     /// After [`InternalIterator::skip_run_backward_to_first`], with the inner

@@ -790,15 +790,20 @@ impl BlockIter {
         self.land_before_run(run, n);
     }
 
-    /// [`InternalIterator::prev_run_first`] within this block, which must
-    /// restart at every prefix change: from the current entry, the first of
-    /// its run, the run before it is the run of the previous restart key
-    /// (every restart interval holds one run), and that run's first entry
-    /// is the first restart point of the stretch of restart keys it covers.
-    /// Only restart keys are read. Moves only when it lands.
+    /// [`InternalIterator::prev_run_first`] within this block. In a block
+    /// that restarts at every prefix change: from the current entry, the
+    /// first of its run, the run before it is the run of the previous
+    /// restart key (every restart interval holds one run), and that run's
+    /// first entry is the first restart point of the stretch of restart
+    /// keys it covers; only restart keys are read. In any other block the
+    /// entries before the current one are read from the interval cache
+    /// (see [`Self::prev_run_first_by_entries`]). Moves only when it lands.
     pub(crate) fn prev_run_first_in_block(&mut self, run: &PrefixRun<'_>) -> PrevRun {
-        if !self.prefix_restarts || !self.valid() {
+        if !self.valid() {
             return PrevRun::Unknown;
+        }
+        if !self.prefix_restarts {
+            return self.prev_run_first_by_entries(run);
         }
         let r = self.restart_index;
         if self.restart_point(r) != Some(self.current) {
@@ -861,10 +866,126 @@ impl BlockIter {
         not: Option<&PrefixRun<'_>>,
         expect: Option<&PrefixRun<'_>>,
     ) -> PrevRun {
-        if !self.prefix_restarts || self.status.is_err() || self.num_restarts == 0 {
+        if self.status.is_err() || self.num_restarts == 0 || self.restarts_offset == 0 {
             return PrevRun::Unknown;
         }
-        self.run_first_back_from(like, self.num_restarts - 1, not, expect)
+        let r = self.num_restarts - 1;
+        if self.prefix_restarts {
+            return self.run_first_back_from(like, r, not, expect);
+        }
+        if !self.cache_interval(r) {
+            return PrevRun::Unknown; // corruption, recorded
+        }
+        // A decoded interval holds at least one entry.
+        let j = self.cache.entries.len() - 1;
+        let key = &self.cache.keys[self.cache.entries[j].key.clone()];
+        if not.is_some_and(|r| r.covers(key)) {
+            return PrevRun::Unknown;
+        }
+        if expect.is_some_and(|r| !r.covers(key)) {
+            return PrevRun::Outside;
+        }
+        self.run_first_back_in_cache(like, r, j)
+    }
+
+    /// [`Self::prev_run_first_in_block`] in a block that does not restart
+    /// at every prefix change: the entry before the current one (the
+    /// cache's entry before the one restored last, when the iterator is
+    /// still there, as a backward step finds it) must lie outside `run`;
+    /// the first entry of its run is then found back through the cached
+    /// intervals.
+    fn prev_run_first_by_entries(&mut self, run: &PrefixRun<'_>) -> PrevRun {
+        let cur = self.current;
+        let j = self.cache_pos;
+        let (r, j) = match self.cache.interval {
+            Some(r) if j > 0 && self.cache.entries.get(j).is_some_and(|e| e.current == cur) => {
+                (r, j - 1)
+            }
+            _ => {
+                // The interval holding the entry before `cur`.
+                let r = self.restart_index;
+                let r = match self.restart_point(r) {
+                    Some(p) if p < cur => r,
+                    Some(p) if p == cur && r > 0 => r - 1,
+                    Some(p) if p == cur => return PrevRun::BeforeBlock,
+                    _ => return PrevRun::Unknown, // the stepping path reports it
+                };
+                if !self.cache_interval(r) {
+                    return PrevRun::Unknown; // corruption, recorded
+                }
+                let entries = &self.cache.entries;
+                let j = entries.partition_point(|e| e.next < cur);
+                if entries.get(j).is_none_or(|e| e.next != cur) {
+                    return PrevRun::Unknown; // the stepping path reports it
+                }
+                (r, j)
+            }
+        };
+        if run.covers(&self.cache.keys[self.cache.entries[j].key.clone()]) {
+            // The current entry is not the first of its run here.
+            return PrevRun::Unknown;
+        }
+        self.run_first_back_in_cache(run, r, j)
+    }
+
+    /// With interval `r` in the cache: the first entry of the run (by
+    /// `like`'s extractor) of its entry `j`, found back through the
+    /// entries before it, interval by interval. Moves only when it lands.
+    fn run_first_back_in_cache(&mut self, like: &PrefixRun<'_>, r: u32, j: usize) -> PrevRun {
+        // Within the interval, reading the cached keys in place.
+        let first = {
+            let cache = &self.cache;
+            let key = &cache.keys[cache.entries[j].key.clone()];
+            let prev = like.of_internal_key(key);
+            if !prev.covers(key) {
+                // Too short for an internal key: the stepping path reports it.
+                return PrevRun::Unknown;
+            }
+            (0..j)
+                .rev()
+                .find(|&k| !prev.covers(&cache.keys[cache.entries[k].key.clone()]))
+                .map(|k| k + 1)
+        };
+        if let Some(k) = first {
+            self.restore_cached(k);
+            return PrevRun::Landed;
+        }
+        // The run holds the interval's first entry: on through the
+        // intervals before, with a copy of the key (the cache is reused).
+        let key: SmallVec<[u8; KEY_INLINE_BYTES]> =
+            SmallVec::from_slice(&self.cache.keys[self.cache.entries[j].key.clone()]);
+        let prev = like.of_internal_key(&key);
+        let mut r = r;
+        // Bounded by the block: each turn moves back an interval.
+        loop {
+            if r == 0 {
+                return PrevRun::FromBlockStart(key);
+            }
+            if !self.cache_interval(r - 1) {
+                return PrevRun::Unknown; // corruption, recorded
+            }
+            let cache = &self.cache;
+            let n = cache.entries.len();
+            let first = (0..n)
+                .rev()
+                .find(|&k| !prev.covers(&cache.keys[cache.entries[k].key.clone()]))
+                .map(|k| k + 1);
+            match first {
+                // The run begins at restart point `r`.
+                Some(k) if k == n => {
+                    return if self.seek_to_restart(r) && self.parse_next() {
+                        PrevRun::Landed
+                    } else {
+                        PrevRun::Unknown // corruption, recorded
+                    };
+                }
+                Some(k) => {
+                    self.restore_cached(k);
+                    return PrevRun::Landed;
+                }
+                None => r -= 1,
+            }
+        }
     }
 
     /// Positions at the last entry among the cached interval's first
@@ -889,9 +1010,10 @@ impl BlockIter {
         if self.cache.interval == Some(index) {
             return true;
         }
-        if let KeyAt::Cache(r) = std::mem::replace(&mut self.key_at, KeyAt::Buf) {
+        if let KeyAt::Cache(r) = &self.key_at {
             // The current key lives in the cache about to be replaced.
-            self.key_buf.set(&self.cache.keys[r]);
+            self.key_buf.set(&self.cache.keys[r.clone()]);
+            self.key_at = KeyAt::Buf;
         }
         self.cache.interval = None;
         self.cache.entries.clear();
