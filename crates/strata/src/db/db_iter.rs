@@ -678,8 +678,16 @@ impl DBIter {
     fn take_first_of_run_before(&mut self, transform: &SliceTransform) -> bool {
         let in_domain = self.set_run(transform, false);
         let run = PrefixRun::new(transform, self.run_bytes.as_slice(), in_domain, self.order);
-        if !run.covers(self.inner.key()) {
+        let key = self.inner.key();
+        if !run.covers(key) {
             return false; // malformed: the general path reports it
+        }
+        if below_lower(
+            self.user_cmp.as_ref(),
+            self.lower_bound.as_deref(),
+            extract_user_key(key),
+        ) {
+            return false; // the general path stops here at once
         }
         self.inner.skip_run_backward_to_first(&run);
         if !self.inner.valid() {

@@ -72,8 +72,9 @@ pub trait InternalIterator: Send {
     /// this iterator cannot find it from what it holds at hand (the
     /// default). Block iterators of blocks that restart at every prefix
     /// change find it from restart keys alone, without decoding the
-    /// entries in between; table, level and single-source merging
-    /// iterators pass that on. `prev_prefix` uses it; `prev` and `next`
+    /// entries in between, and other blocks from their decoded restart
+    /// intervals; table, level and single-source merging iterators pass
+    /// that on. `prev_prefix` uses it; `prev` and `next`
     /// work from the new position as after any backward step.
     fn prev_run_first(&mut self, run: &PrefixRun<'_>) -> bool {
         let _ = run;

@@ -123,8 +123,8 @@ pub(crate) enum PrevRun {
     BeforeBlock,
     /// The block's last entry is not in the run expected there. Not moved.
     Outside,
-    /// Not found from restart keys (or the block is corrupt, recorded in
-    /// its status). Not moved.
+    /// Not found from what the block holds (or the block is corrupt,
+    /// recorded in its status). Not moved.
     Unknown,
 }
 
@@ -856,10 +856,10 @@ impl BlockIter {
         }
     }
 
-    /// For a block that restarts at every prefix change ([`PrevRun::Unknown`]
-    /// otherwise): the first entry of the run of its last entry, by
-    /// `like`'s extractor; `not` and `expect` as for
-    /// [`Self::run_first_back_from`].
+    /// The first entry of the run of the block's last entry, by `like`'s
+    /// extractor (from restart keys where the block restarts at every
+    /// prefix change, else from its decoded intervals); `not` and `expect`
+    /// as for [`Self::run_first_back_from`].
     pub(crate) fn last_run_first_in_block(
         &mut self,
         like: &PrefixRun<'_>,
