@@ -14,8 +14,8 @@
 # Every figure is taken with native builds of both engines, as db_bench is
 # built (-march=native): without it the `rocksdb` crate compiles RocksDB
 # with no SSE4.2 (software CRC32C). Unless STRATA_BENCH names a binary, the
-# script uses target/native/release/strata-bench and builds it first if it
-# is missing (RocksDB's C++: 20-40 minutes the first time on 2 cores):
+# script builds target/native/release/strata-bench first (a no-op when it is
+# up to date; RocksDB's C++: 20-40 minutes the first time on 2 cores):
 #   RUSTFLAGS="-C target-cpu=native" CARGO_TARGET_DIR=target/native \
 #       cargo build --release -p strata-bench --features rocksdb
 # When target/native/db_bench exists (bench/build_db_bench.sh builds it from
@@ -24,7 +24,7 @@
 #
 # Environment (all optional):
 #   STRATA_BENCH  the binary (default: target/native/release/strata-bench,
-#                 built if missing)
+#                 built or brought up to date first)
 #   SHM_DIR       parent of the read-benchmark databases (default /dev/shm)
 #   DISK_DIR      parent of W4's databases, on disk (default /tmp)
 #   LOG_DIR       where the full outputs are kept (default /tmp/strata-compare-W-date)
@@ -100,12 +100,12 @@ if [[ -n ${STRATA_BENCH:-} ]]; then
     [[ -x $BIN ]] || die "STRATA_BENCH=$BIN is not an executable"
 else
     BIN=$NATIVE_TARGET/release/strata-bench
-    if [[ ! -x $BIN ]]; then
-        echo "compare.sh: building $BIN (native, with RocksDB; 20-40 minutes the first time)" >&2
-        (cd "$ROOT" && RUSTFLAGS="-C target-cpu=native" CARGO_TARGET_DIR=$NATIVE_TARGET \
-            cargo build --release -p strata-bench --features rocksdb) ||
-            die "building $BIN failed (RocksDB needs libclang-dev and a C++ compiler)"
-    fi
+    # Built every time (a no-op when it is up to date), so that a binary
+    # left from an experiment never stands in for the sources.
+    [[ -x $BIN ]] || echo "compare.sh: building $BIN (native, with RocksDB; 20-40 minutes the first time)" >&2
+    (cd "$ROOT" && RUSTFLAGS="-C target-cpu=native" CARGO_TARGET_DIR=$NATIVE_TARGET \
+        cargo build -q --release -p strata-bench --features rocksdb) ||
+        die "building $BIN failed (RocksDB needs libclang-dev and a C++ compiler)"
 fi
 if [[ -z ${DB_BENCH:-} && -x $NATIVE_TARGET/db_bench ]]; then DB_BENCH=$NATIVE_TARGET/db_bench; fi
 [[ ${DB_BENCH:-} == none ]] && DB_BENCH=
