@@ -718,12 +718,12 @@ impl DBIter {
         let Ok(ikey) = parse(self.inner.key()) else {
             return false; // the slow path reports it
         };
-        let cmp = self.user_cmp.as_ref();
-        if ikey.sequence > self.sequence
-            || self.kind_of(&ikey) != ValueKind::Value
-            || below_lower(cmp, self.lower_bound.as_deref(), ikey.user_key)
-            || past_upper(cmp, self.upper_bound.as_deref(), ikey.user_key)
-            || self.outside_confinement(ikey.user_key)
+        if !self.stops_at_value(&ikey)
+            || below_lower(
+                self.user_cmp.as_ref(),
+                self.lower_bound.as_deref(),
+                ikey.user_key,
+            )
         {
             return false;
         }
@@ -776,7 +776,7 @@ impl DBIter {
 
     /// Whether a forward move that hides nothing stops at `ikey`: a value
     /// visible to this reader, inside the bounds.
-    #[inline]
+    #[inline(always)]
     fn stops_at_value(&self, ikey: &ParsedInternalKey<'_>) -> bool {
         ikey.sequence <= self.sequence
             && self.kind_of(ikey) == ValueKind::Value

@@ -933,21 +933,17 @@ impl BlockIter {
     /// entries before it, interval by interval. Moves only when it lands.
     fn run_first_back_in_cache(&mut self, like: &PrefixRun<'_>, r: u32, j: usize) -> PrevRun {
         // Within the interval, reading the cached keys in place.
-        let first = {
-            let cache = &self.cache;
-            let key = &cache.keys[cache.entries[j].key.clone()];
+        let before = {
+            let key = &self.cache.keys[self.cache.entries[j].key.clone()];
             let prev = like.of_internal_key(key);
             if !prev.covers(key) {
                 // Too short for an internal key: the stepping path reports it.
                 return PrevRun::Unknown;
             }
-            (0..j)
-                .rev()
-                .find(|&k| !prev.covers(&cache.keys[cache.entries[k].key.clone()]))
-                .map(|k| k + 1)
+            self.last_uncovered_cached(&prev, j)
         };
-        if let Some(k) = first {
-            self.restore_cached(k);
+        if let Some(k) = before {
+            self.restore_cached(k + 1);
             return PrevRun::Landed;
         }
         // The run holds the interval's first entry: on through the
@@ -964,15 +960,10 @@ impl BlockIter {
             if !self.cache_interval(r - 1) {
                 return PrevRun::Unknown; // corruption, recorded
             }
-            let cache = &self.cache;
-            let n = cache.entries.len();
-            let first = (0..n)
-                .rev()
-                .find(|&k| !prev.covers(&cache.keys[cache.entries[k].key.clone()]))
-                .map(|k| k + 1);
-            match first {
+            let n = self.cache.entries.len();
+            match self.last_uncovered_cached(&prev, n) {
                 // The run begins at restart point `r`.
-                Some(k) if k == n => {
+                Some(k) if k + 1 == n => {
                     return if self.seek_to_restart(r) && self.parse_next() {
                         PrevRun::Landed
                     } else {
@@ -980,7 +971,7 @@ impl BlockIter {
                     };
                 }
                 Some(k) => {
-                    self.restore_cached(k);
+                    self.restore_cached(k + 1);
                     return PrevRun::Landed;
                 }
                 None => r -= 1,
@@ -991,17 +982,22 @@ impl BlockIter {
     /// Positions at the last entry among the cached interval's first
     /// `end` that `run` does not cover (the run starts after it).
     fn land_before_run(&mut self, run: &PrefixRun<'_>, end: usize) {
-        let cache = &self.cache;
-        let last = (0..end)
-            .rev()
-            .find(|&k| !run.covers(&cache.keys[cache.entries[k].key.clone()]));
-        match last {
+        match self.last_uncovered_cached(run, end) {
             Some(k) => self.restore_cached(k),
             None => {
                 let at = self.current;
                 self.corrupt(at, "the restart key before a run is covered by it");
             }
         }
+    }
+
+    /// The last of the cached interval's first `end` entries that `run`
+    /// does not cover, if any.
+    fn last_uncovered_cached(&self, run: &PrefixRun<'_>, end: usize) -> Option<usize> {
+        let cache = &self.cache;
+        (0..end)
+            .rev()
+            .find(|&k| !run.covers(&cache.keys[cache.entries[k].key.clone()]))
     }
 
     /// Decodes restart interval `index` whole into the interval cache,
