@@ -9,9 +9,11 @@
 #   range_del_block, wal, version_edit, write_batch, current): blocks,
 #   filters, logs, edits and batches written by the engine's own encoders
 #   (`cargo run -p strata-kv --example fuzz_seeds`);
-# - table_file and log_records: small databases made by strata-bench
-#   (block-based tables with and without hash indexes and compression,
-#   packed tables, range deletions, logs and manifests).
+# - table_file, log_records, packed_table and options_file: small
+#   databases made by strata-bench (block-based tables with and without
+#   hash indexes and compression, packed tables, range deletions, logs,
+#   manifests and OPTIONS files). A packed_table seed is a packed table
+#   behind a 0 byte (the target's whole-file mode).
 # A finding is saved under artifacts/TARGET/ and the run fails; check it
 # in as a regression test beside the decoder, then fix the decoder.
 set -euo pipefail
@@ -26,9 +28,12 @@ shopt -s nullglob
 if [[ ! -d corpus/data_block ]]; then
     (cd .. && cargo run -q -p strata-kv --example fuzz_seeds -- fuzz/corpus)
 fi
-if [[ ! -d corpus/table_file ]]; then
+db_targets=(table_file log_records packed_table options_file)
+missing=0
+for t in "${db_targets[@]}"; do [[ -d corpus/$t ]] || missing=1; done
+if [[ $missing == 1 ]]; then
     seeds=$(mktemp -d)
-    mkdir -p "$seeds/table_file" "$seeds/log_records"
+    for t in "${db_targets[@]}"; do mkdir -p "$seeds/$t"; done
     (cd .. && cargo build -q -p strata-bench)
     bench=../target/debug/strata-bench
     i=0
@@ -39,14 +44,21 @@ if [[ ! -d corpus/table_file ]]; then
         # shellcheck disable=SC2086
         "$bench" --db="$seeds/db$i" --benchmarks=fillrandom,overwrite,flush --num=300 --value_size=20 \
             --write_buffer_size=65536 --keep_db=1 $flags >/dev/null
-        for f in "$seeds/db$i"/*.sst; do cp "$f" "$seeds/table_file/$i-$(basename "$f")"; done
+        for f in "$seeds/db$i"/*.sst; do
+            cp "$f" "$seeds/table_file/$i-$(basename "$f")"
+            if [[ $flags == *packed* ]]; then
+                { printf '\0'; cat "$f"; } >"$seeds/packed_table/$i-$(basename "$f")"
+            fi
+        done
+        cp "$seeds/db$i/OPTIONS" "$seeds/options_file/$i-OPTIONS"
         for f in "$seeds/db$i"/*.log "$seeds/db$i"/MANIFEST-*; do
             if [[ -s $f ]]; then cp "$f" "$seeds/log_records/$i-$(basename "$f")"; fi
         done
     done
     mkdir -p corpus
-    rm -rf corpus/table_file corpus/log_records
-    mv "$seeds/table_file" "$seeds/log_records" corpus/
+    for t in "${db_targets[@]}"; do
+        if [[ ! -d corpus/$t ]]; then mv "$seeds/$t" corpus/; fi
+    done
     rm -rf "$seeds"
 fi
 targets=("$@")
