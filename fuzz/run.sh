@@ -2,7 +2,8 @@
 # fuzz/run.sh SECONDS [TARGET...]: runs every fuzz target (or the ones
 # named) for SECONDS each (default 60) with cargo-fuzz on the nightly
 # toolchain, installing both if needed. `.ci/run` runs `fuzz/run.sh 4` as a
-# smoke test: a little over a minute for all targets.
+# smoke test: a little over a minute for all targets. `fuzz/hours.sh`
+# runs it in chunks until a target has had a given CPU time.
 #
 # Seed corpora come from the project's own writers, made once:
 # - the decoder targets (data_block, index_block, filter, properties,
