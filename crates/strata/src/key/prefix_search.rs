@@ -12,6 +12,13 @@
 //! Those are made with the comparator's type known at compile time, so they
 //! inline to a `memcmp`. The end of the run is found by galloping, so its
 //! cost grows with the run, not the array.
+//!
+//! A long array (a table's index, thousands of entries) can come with a
+//! *summary*: the last prefix of every full bucket of [`SUMMARY_STRIDE`]
+//! entries ([`summarize`]). The search then runs over the summary, small
+//! enough to stay in the CPU caches across lookups, and over one bucket,
+//! whose few cache lines are all requested at once: one memory latency
+//! instead of one per halving of a cold array.
 
 use std::cmp::Ordering;
 
@@ -55,13 +62,49 @@ impl PrefixOrder for ReverseBytewiseComparator {
     }
 }
 
+/// Entries per bucket of a prefix summary: 32 prefixes are 256 bytes,
+/// four cache lines.
+pub(crate) const SUMMARY_STRIDE: usize = 32;
+
+/// The summary of `prefixes` (see the module comment): the last prefix of
+/// each full bucket of [`SUMMARY_STRIDE`] entries, so
+/// `prefixes.len() / SUMMARY_STRIDE` of them.
+pub(crate) fn summarize(prefixes: &[u64]) -> Vec<u64> {
+    prefixes
+        .chunks_exact(SUMMARY_STRIDE)
+        .map(|bucket| bucket[SUMMARY_STRIDE - 1])
+        .collect()
+}
+
+/// The number of `prefixes` that come before `target` under `C`
+/// (`prefixes.partition_point(|p| C::prefix_before(p, target))`), through
+/// `summary` (empty, or [`summarize`]`(prefixes)`).
+#[inline]
+fn prefixes_before<C: PrefixOrder>(prefixes: &[u64], summary: &[u64], target: u64) -> usize {
+    if summary.is_empty() {
+        return prefixes.partition_point(|&p| C::prefix_before(p, target));
+    }
+    debug_assert_eq!(summary.len(), prefixes.len() / SUMMARY_STRIDE);
+    // Every prefix of buckets before `bucket` is at most that bucket's last
+    // one, which is before `target`; the last prefix of `bucket` (if it is
+    // full) is not, so the answer is inside it.
+    let bucket = summary.partition_point(|&p| C::prefix_before(p, target));
+    let lo = bucket * SUMMARY_STRIDE;
+    let hi = (lo + SUMMARY_STRIDE).min(prefixes.len());
+    let slots = &prefixes[lo..hi];
+    crate::util::prefetch::prefetch_slice(slots);
+    lo + slots.partition_point(|&p| C::prefix_before(p, target))
+}
+
 /// The index of the first key at or after the internal key `ikey` under
 /// the internal-key order over `C`, among sorted internal keys whose
-/// prefixes are `prefixes` and whose `i`-th key is `key_at(i)`;
+/// prefixes are `prefixes` (summarized by `summary`: empty, or
+/// [`summarize`]`(prefixes)`) and whose `i`-th key is `key_at(i)`;
 /// `prefixes.len()` if none is.
 #[inline]
 pub(crate) fn lower_bound_by_prefix<'a, C: PrefixOrder>(
     prefixes: &[u64],
+    summary: &[u64],
     key_at: impl Fn(usize) -> &'a [u8],
     ikey: &[u8],
 ) -> usize {
@@ -75,7 +118,7 @@ pub(crate) fn lower_bound_by_prefix<'a, C: PrefixOrder>(
             _ => return 0,
         }
     } else {
-        let start = prefixes.partition_point(|&p| C::prefix_before(p, target));
+        let start = prefixes_before::<C>(prefixes, summary, target);
         match prefixes.get(start..) {
             Some(rest) if rest.first() == Some(&target) => (start, equal_run(rest, target)),
             _ => return start,
@@ -102,15 +145,16 @@ pub(crate) fn lower_bound_by_prefix<'a, C: PrefixOrder>(
 pub(crate) fn lower_bound_in<'a>(
     order: Option<BuiltinOrder>,
     prefixes: &[u64],
+    summary: &[u64],
     key_at: impl Fn(usize) -> &'a [u8],
     ikey: &[u8],
 ) -> Option<usize> {
     Some(match order? {
         BuiltinOrder::Bytewise => {
-            lower_bound_by_prefix::<BytewiseComparator>(prefixes, key_at, ikey)
+            lower_bound_by_prefix::<BytewiseComparator>(prefixes, summary, key_at, ikey)
         }
         BuiltinOrder::ReverseBytewise => {
-            lower_bound_by_prefix::<ReverseBytewiseComparator>(prefixes, key_at, ikey)
+            lower_bound_by_prefix::<ReverseBytewiseComparator>(prefixes, summary, key_at, ikey)
         }
     })
 }
@@ -146,4 +190,44 @@ pub(crate) fn equal_run(prefixes: &[u64], target: u64) -> usize {
     let limit = (known + step).min(prefixes.len());
     let rest = prefixes.get(known + 1..limit).unwrap_or_default();
     known + 1 + rest.partition_point(|&p| p == target)
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+
+    /// The summarized search gives `partition_point`'s answer, for arrays
+    /// around the bucket size and long runs of equal prefixes, in both
+    /// orders.
+    #[test]
+    fn summarized_search_matches_partition_point() {
+        let mut rng = StdRng::seed_from_u64(7);
+        for len in (0..200).chain([255, 256, 257, 1000, 4099]) {
+            for _ in 0..20 {
+                let spread = rng.gen_range(1..=2 * len as u64 + 2);
+                let mut prefixes: Vec<u64> = (0..len).map(|_| rng.gen_range(0..spread)).collect();
+                prefixes.sort_unstable();
+                let summary = summarize(&prefixes);
+                assert_eq!(summary.len(), len / SUMMARY_STRIDE);
+                let mut reversed = prefixes.clone();
+                reversed.reverse();
+                let rsummary = summarize(&reversed);
+                for target in 0..=spread {
+                    assert_eq!(
+                        prefixes_before::<BytewiseComparator>(&prefixes, &summary, target),
+                        prefixes.partition_point(|&p| p < target),
+                        "len {len} target {target}"
+                    );
+                    assert_eq!(
+                        prefixes_before::<ReverseBytewiseComparator>(&reversed, &rsummary, target),
+                        reversed.partition_point(|&p| p > target),
+                        "reversed, len {len} target {target}"
+                    );
+                }
+            }
+        }
+    }
 }

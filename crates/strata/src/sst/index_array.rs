@@ -8,7 +8,9 @@
 //! search runs over the integer prefixes and compares full keys only among
 //! entries that share the target's prefix, statically dispatched for the
 //! built-in orders ([`crate::key::prefix_search`], the level file search's
-//! technique); user comparators take a plain binary search over the
+//! technique), first over a summary of every 32nd prefix that stays in the
+//! CPU caches, then over one bucket of 32 whose cache lines load together;
+//! user comparators take a plain binary search over the
 //! decoded separators. Iterators keep reading the index block.
 //!
 //! Memory: about the index block's size again (separators stored whole,
@@ -18,7 +20,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
-use crate::key::prefix_search::{compare_internal_in, key_prefix, lower_bound_in};
+use crate::key::prefix_search::{compare_internal_in, key_prefix, lower_bound_in, summarize};
 use crate::key::{extract_user_key, BuiltinOrder, Comparator};
 
 use super::block::Block;
@@ -29,6 +31,8 @@ use super::index::IndexValue;
 pub(crate) struct IndexArray {
     /// Prefix of each separator's user key.
     prefixes: Vec<u64>,
+    /// `summarize(prefixes)`: the search starts there.
+    summary: Vec<u64>,
     /// The separators, concatenated.
     keys: Vec<u8>,
     /// End of separator `i` in `keys` (it starts at the end of `i - 1`).
@@ -54,6 +58,7 @@ impl IndexArray {
     ) -> Result<IndexArray> {
         let mut a = IndexArray {
             prefixes: Vec::new(),
+            summary: Vec::new(),
             keys: Vec::with_capacity(index.size()),
             key_ends: Vec::new(),
             handles: Vec::new(),
@@ -81,6 +86,7 @@ impl IndexArray {
         }
         it.status()?;
         a.keys.shrink_to_fit();
+        a.summary = summarize(&a.prefixes);
         #[cfg(debug_assertions)]
         a.check_order(name);
         Ok(a)
@@ -88,7 +94,7 @@ impl IndexArray {
 
     /// Bytes in memory (what a block cache is charged for it).
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.prefixes.capacity() * std::mem::size_of::<u64>()
+        (self.prefixes.capacity() + self.summary.capacity()) * std::mem::size_of::<u64>()
             + self.keys.capacity()
             + self.key_ends.capacity() * std::mem::size_of::<u32>()
             + self.handles.capacity() * std::mem::size_of::<BlockHandle>()
@@ -121,8 +127,14 @@ impl IndexArray {
     /// `ikey` (the block that may hold it); `len()` if none is.
     #[inline]
     pub(crate) fn lower_bound(&self, ikey: &[u8]) -> usize {
-        let found = lower_bound_in(self.order, &self.prefixes, |i| self.key(i), ikey)
-            .unwrap_or_else(|| self.lower_bound_plain(ikey));
+        let found = lower_bound_in(
+            self.order,
+            &self.prefixes,
+            &self.summary,
+            |i| self.key(i),
+            ikey,
+        )
+        .unwrap_or_else(|| self.lower_bound_plain(ikey));
         #[cfg(feature = "invariants")]
         assert_eq!(found, self.lower_bound_plain(ikey), "index prefix search");
         found

@@ -36,6 +36,17 @@ pub fn prefetch_range(bytes: &[u8], start: usize, end: usize, max_lines: usize) 
     }
 }
 
+/// Hints the CPU to load every cache line of `items` (at most 8 lines).
+#[inline]
+pub fn prefetch_slice(items: &[u64]) {
+    // SAFETY: the bytes of initialized `u64`s are initialized `u8`s, which
+    // need no alignment; the view lives no longer than `items`.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(items.as_ptr().cast::<u8>(), std::mem::size_of_val(items))
+    };
+    prefetch_range(bytes, 0, bytes.len(), 8);
+}
+
 /// One offset in each of the first `max_lines` cache lines that
 /// `[start, end)` touches, for bytes whose offset 0 is at address `base`:
 /// `start` itself, then the first byte of each later line.

@@ -128,7 +128,7 @@ impl Version {
         }
         // The comparator is resolved once here, not at every comparison.
         let order = icmp.user_comparator().builtin_order();
-        let found = lower_bound_in(order, prefixes, |i| files[i].largest.encoded(), ikey)
+        let found = lower_bound_in(order, prefixes, &[], |i| files[i].largest.encoded(), ikey)
             .unwrap_or_else(|| file_search::find_file_plain(icmp, files, ikey));
         #[cfg(feature = "invariants")]
         assert_eq!(
