@@ -9,7 +9,7 @@
 //!   compare-and-swap that fails, and is retried from a fresh search of that
 //!   level, when another inserter got there first. Reads take no lock and
 //!   may run during either.
-//! - A node is fully initialized (entry bytes, height, its own links) before
+//! - A node is fully initialized (size, entry bytes, its own links) before
 //!   it is published by a `Release` store into its predecessor's link at
 //!   level 0, then each higher level. Readers load links with `Acquire`, so a
 //!   node they reach is always complete. A reader may see a node at level 0
@@ -41,9 +41,15 @@
 //! node header so that a node pointer needs no height to find its entry:
 //!
 //! ```text
-//! link[height-1] .. link[1] | link[0] entry_len:u32 height:u32 | entry bytes
+//! link[height-1] .. link[1] | link[0] | size | entry bytes
 //!                             ^ node pointer
 //! ```
+//!
+//! `size` is a varint of `entry_len << 4 | height` (RocksDB's
+//! `InlineSkipList` stores neither: its entries delimit themselves). One
+//! or two bytes for most entries, where two `u32`s took eight: a node of a
+//! 16-byte key and 100-byte value is 136 bytes instead of 144, so a
+//! memtable holds 5% more such entries and flushes 5% less often.
 //!
 //! Invariant: at each level, links run in strictly increasing key order and
 //! end in null. Inserting a key equal to an existing one is a caller bug.
@@ -78,8 +84,61 @@ pub(crate) trait EntryOrder: Send + Sync {
 struct Node {
     /// The level-0 link. The link for level `i` is `i` slots below it.
     next0: AtomicPtr<Node>,
-    entry_len: u32,
-    height: u32,
+}
+
+/// Low bits of a node's size varint that hold its height.
+const HEIGHT_BITS: u32 = 4;
+const _: () = assert!(MAX_HEIGHT < 1 << HEIGHT_BITS);
+
+/// Longest size varint (a `u64`).
+const SIZE_VARINT_MAX: usize = 10;
+
+/// Writes `v` as a varint at `dst`, returning the bytes written.
+///
+/// # Safety
+/// `dst` must be valid for [`varint_len`]`(v)` byte writes.
+unsafe fn write_varint(dst: NonNull<u8>, mut v: u64) -> usize {
+    let mut i = 0;
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        let more = v != 0;
+        // SAFETY: `i < varint_len(v)` (caller's contract).
+        unsafe { dst.add(i).write(byte | (u8::from(more) << 7)) };
+        i += 1;
+        if !more {
+            return i;
+        }
+    }
+}
+
+/// Bytes of `v` as a varint.
+fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// A node's height, the offset of its entry from the node pointer, and the
+/// entry's length, read from its size varint.
+///
+/// # Safety
+/// `node` must point to a node whose size varint is written: a published
+/// node, the head, or one this thread has allocated.
+#[inline]
+unsafe fn node_layout(node: NonNull<Node>) -> (usize, usize, usize) {
+    let size = node.cast::<u8>().as_ptr().wrapping_add(size_of::<Node>());
+    let (mut v, mut i) = (0u64, 0);
+    loop {
+        // SAFETY: the varint follows the header inside the node's
+        // allocation and ends at its first byte below 0x80 (contract).
+        let byte = unsafe { size.add(i).read() };
+        v |= u64::from(byte & 0x7f) << (7 * i);
+        i += 1;
+        if byte < 0x80 || i == SIZE_VARINT_MAX {
+            break;
+        }
+    }
+    let height = (v & ((1 << HEIGHT_BITS) - 1)) as usize;
+    (height, size_of::<Node>() + i, (v >> HEIGHT_BITS) as usize)
 }
 
 /// Pointer to a link slot of `node`.
@@ -88,9 +147,9 @@ struct Node {
 /// `node` must point to an allocated node (initialized or being initialized
 /// by the writer) whose height is greater than `level`.
 unsafe fn link(node: NonNull<Node>, level: usize) -> NonNull<AtomicPtr<Node>> {
-    // SAFETY: the header is written before any link is used (`allocate_node`)
-    // and `height` never changes.
-    debug_assert!(level < unsafe { ptr::addr_of!((*node.as_ptr()).height).read() } as usize);
+    // SAFETY: the size varint is written before any link is used
+    // (`allocate_node`) and never changes.
+    debug_assert!(level < unsafe { node_layout(node) }.0);
     // SAFETY: the tower holds `height` links ending at `next0`, all in the
     // node's allocation, and `level < height` (caller's contract).
     unsafe { node.cast::<AtomicPtr<Node>>().sub(level) }
@@ -135,13 +194,9 @@ impl<'a> NodeRef<'a> {
     /// The node's entry bytes.
     pub(crate) fn entry(self) -> &'a [u8] {
         // SAFETY: a `NodeRef` only exists for a published node of a live list
-        // (`'a`); its header and `entry_len` entry bytes were written before
-        // publication and never change.
-        unsafe {
-            let len = ptr::addr_of!((*self.node.as_ptr()).entry_len).read() as usize;
-            let data = self.node.cast::<u8>().add(size_of::<Node>());
-            std::slice::from_raw_parts(data.as_ptr(), len)
-        }
+        // (`'a`), whose bytes were written before publication and never
+        // change.
+        unsafe { node_entry(self.node) }
     }
 
     /// The next node at level 0, if any.
@@ -298,11 +353,10 @@ impl<C: EntryOrder> SkipList<C> {
     /// Inserts one entry from the splice in `w`; see [`ListWriter::insert`].
     fn insert_locked(&self, w: &mut WriterState, parts: &[&[u8]]) {
         let height = random_height(&mut w.rng);
-        let entry_len = parts.iter().map(|p| p.len()).sum::<usize>();
         let node = allocate_node(&self.arena, height, parts);
         // SAFETY: `node` is initialized (`allocate_node`) and owned by this
         // writer until linked below; its entry bytes are immutable.
-        let entry = unsafe { node_entry(node, entry_len) };
+        let entry = unsafe { node_entry(node) };
         let key = self.order.key(entry);
         let list_height = self.max_height.load(Ordering::Relaxed);
         let s = &mut w.splice;
@@ -343,10 +397,9 @@ impl<C: EntryOrder> SkipList<C> {
     /// [`ConcurrentListWriter::insert`].
     fn insert_concurrent(&self, s: &mut Splice, rng: &mut u64, parts: &[&[u8]]) {
         let height = random_height(rng);
-        let entry_len = parts.iter().map(|p| p.len()).sum::<usize>();
         let node = allocate_node(&self.arena, height, parts);
         // SAFETY: as in `insert_locked`.
-        let entry = unsafe { node_entry(node, entry_len) };
+        let entry = unsafe { node_entry(node) };
         let key = self.order.key(entry);
         let list_height = self.max_height.load(Ordering::Relaxed);
         if height > list_height {
@@ -608,15 +661,18 @@ impl<C: EntryOrder> ListWriter<'_, C> {
     }
 }
 
-/// The entry bytes of a node that this thread initialized.
+/// The entry bytes of a node.
 ///
 /// # Safety
-/// `node` must be initialized with `entry_len` entry bytes and outlive `'a`.
-unsafe fn node_entry<'a>(node: NonNull<Node>, entry_len: usize) -> &'a [u8] {
-    // SAFETY: the entry follows the header inside the node's allocation.
+/// `node` must be initialized (published, or allocated by this thread)
+/// and outlive `'a`.
+#[inline]
+unsafe fn node_entry<'a>(node: NonNull<Node>) -> &'a [u8] {
+    // SAFETY: the size varint and the `len` entry bytes after it are in the
+    // node's allocation, initialized (contract).
     unsafe {
-        let data = node.cast::<u8>().add(size_of::<Node>());
-        std::slice::from_raw_parts(data.as_ptr(), entry_len)
+        let (_, offset, len) = node_layout(node);
+        std::slice::from_raw_parts(node.cast::<u8>().as_ptr().add(offset), len)
     }
 }
 
@@ -624,10 +680,16 @@ unsafe fn node_entry<'a>(node: NonNull<Node>, entry_len: usize) -> &'a [u8] {
 fn allocate_node(arena: &Arena, height: usize, parts: &[&[u8]]) -> NonNull<Node> {
     assert!((1..=MAX_HEIGHT).contains(&height));
     let entry_len = parts.iter().map(|p| p.len()).sum::<usize>();
-    let entry_len_u32 = u32::try_from(entry_len).expect("memtable entry over 4 GiB");
+    let size = (entry_len as u64) << HEIGHT_BITS | height as u64;
+    assert_eq!(
+        size >> HEIGHT_BITS,
+        entry_len as u64,
+        "memtable entry too long"
+    );
+    let size_bytes = varint_len(size);
     let tower_bytes = (height - 1) * size_of::<AtomicPtr<Node>>();
     let base = arena.allocate(
-        tower_bytes + size_of::<Node>() + entry_len,
+        tower_bytes + size_of::<Node>() + size_bytes + entry_len,
         align_of::<Node>(),
     );
     // SAFETY: the allocation holds the tower, the header and the entry, and
@@ -637,13 +699,16 @@ fn allocate_node(arena: &Arena, height: usize, parts: &[&[u8]]) -> NonNull<Node>
         let node = base.add(tower_bytes).cast::<Node>();
         node.write(Node {
             next0: AtomicPtr::new(ptr::null_mut()),
-            entry_len: entry_len_u32,
-            height: height as u32,
         });
+        let mut dst = node.cast::<u8>().add(size_of::<Node>());
+        dst = dst.add(write_varint(dst, size));
+        debug_assert_eq!(
+            node_layout(node),
+            (height, size_of::<Node>() + size_bytes, entry_len)
+        );
         for level in 1..height {
             link(node, level).write(AtomicPtr::new(ptr::null_mut()));
         }
-        let mut dst = node.cast::<u8>().add(size_of::<Node>());
         for part in parts {
             ptr::copy_nonoverlapping(part.as_ptr(), dst.as_ptr(), part.len());
             dst = dst.add(part.len());
@@ -672,6 +737,39 @@ fn next_random(state: &mut u64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A node's size varint gives back its height and entry, for every
+    /// height and entry lengths around each varint length boundary.
+    #[test]
+    fn node_size_varint_round_trips() {
+        let arena = Arena::new(4096);
+        // Miri checks the unsafe code on short entries; long ones only
+        // move the varint to three bytes.
+        let lens: &[usize] = if cfg!(miri) {
+            &[0, 1, 7, 8, 126, 127]
+        } else {
+            &[0, 1, 7, 8, 126, 127, 1023, 1024, 131_071, 131_072, 300_000]
+        };
+        for &len in lens {
+            let entry: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            for height in 1..=MAX_HEIGHT {
+                let size = (len as u64) << HEIGHT_BITS | height as u64;
+                let node = allocate_node(&arena, height, &[&entry[..len / 2], &entry[len / 2..]]);
+                // SAFETY: allocated just above; the arena outlives the checks.
+                let (h, offset, l) = unsafe { node_layout(node) };
+                assert_eq!((h, l), (height, len));
+                assert_eq!(offset, size_of::<Node>() + varint_len(size));
+                // SAFETY: as above.
+                assert_eq!(unsafe { node_entry(node) }, &entry[..]);
+            }
+        }
+        for v in [0u64, 1, 127, 128, 16_383, 16_384, u64::MAX >> 1, u64::MAX] {
+            let mut buf = [0u8; SIZE_VARINT_MAX];
+            // SAFETY: the buffer holds the longest varint.
+            let n = unsafe { write_varint(NonNull::from(&mut buf).cast(), v) };
+            assert_eq!(n, varint_len(v), "{v}");
+        }
+    }
 
     /// Entries are the keys themselves, ordered bytewise.
     struct Bytewise;
