@@ -64,6 +64,7 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::arena::Arena;
+use crate::util::coding::varint_length;
 
 /// Tallest tower.
 pub(crate) const MAX_HEIGHT: usize = 12;
@@ -93,28 +94,25 @@ const _: () = assert!(MAX_HEIGHT < 1 << HEIGHT_BITS);
 /// Longest size varint (a `u64`).
 const SIZE_VARINT_MAX: usize = 10;
 
-/// Writes `v` as a varint at `dst`, returning the bytes written.
+/// Writes `v` as a varint at `dst` (in arena memory, so not through
+/// [`crate::util::coding::put_varint64`], which appends to a `Vec`),
+/// returning the bytes written.
 ///
 /// # Safety
-/// `dst` must be valid for [`varint_len`]`(v)` byte writes.
+/// `dst` must be valid for [`varint_length`]`(v)` byte writes.
 unsafe fn write_varint(dst: NonNull<u8>, mut v: u64) -> usize {
     let mut i = 0;
     loop {
         let byte = (v & 0x7f) as u8;
         v >>= 7;
         let more = v != 0;
-        // SAFETY: `i < varint_len(v)` (caller's contract).
+        // SAFETY: `i < varint_length(v)` (caller's contract).
         unsafe { dst.add(i).write(byte | (u8::from(more) << 7)) };
         i += 1;
         if !more {
             return i;
         }
     }
-}
-
-/// Bytes of `v` as a varint.
-fn varint_len(v: u64) -> usize {
-    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 /// A node's height, the offset of its entry from the node pointer, and the
@@ -686,7 +684,7 @@ fn allocate_node(arena: &Arena, height: usize, parts: &[&[u8]]) -> NonNull<Node>
         entry_len as u64,
         "memtable entry too long"
     );
-    let size_bytes = varint_len(size);
+    let size_bytes = varint_length(size);
     let tower_bytes = (height - 1) * size_of::<AtomicPtr<Node>>();
     let base = arena.allocate(
         tower_bytes + size_of::<Node>() + size_bytes + entry_len,
@@ -758,7 +756,7 @@ mod tests {
                 // SAFETY: allocated just above; the arena outlives the checks.
                 let (h, offset, l) = unsafe { node_layout(node) };
                 assert_eq!((h, l), (height, len));
-                assert_eq!(offset, size_of::<Node>() + varint_len(size));
+                assert_eq!(offset, size_of::<Node>() + varint_length(size));
                 // SAFETY: as above.
                 assert_eq!(unsafe { node_entry(node) }, &entry[..]);
             }
@@ -767,7 +765,7 @@ mod tests {
             let mut buf = [0u8; SIZE_VARINT_MAX];
             // SAFETY: the buffer holds the longest varint.
             let n = unsafe { write_varint(NonNull::from(&mut buf).cast(), v) };
-            assert_eq!(n, varint_len(v), "{v}");
+            assert_eq!(n, varint_length(v), "{v}");
         }
     }
 

@@ -50,7 +50,6 @@ pub fn put_length_prefixed(dst: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 /// Number of bytes `put_varint64(v)` writes.
-#[cfg(test)]
 pub fn varint_length(mut v: u64) -> usize {
     let mut n = 1;
     while v >= 0x80 {
