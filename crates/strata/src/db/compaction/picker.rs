@@ -223,6 +223,51 @@ fn level0_moves(
         .collect()
 }
 
+/// The level-0 files (`files` newest first) a compaction into the level
+/// below takes: the oldest ones up to and including the newest that could
+/// not go down by a trivial move (`fits` false), and any newer file that
+/// shares keys with a taken one without being newer than all of it. The
+/// files left are newer than every taken file they overlap, so they may
+/// stay above its output.
+///
+/// Under random writes every flush overlaps the level below and all of
+/// level 0 is taken, as in RocksDB. With insert streams, an old flush that
+/// spanned every stream (cut before the tree had files per stream) no
+/// longer drags the newer per-stream files into its compaction: they wait
+/// and then go down by trivial move.
+fn level0_inputs(
+    files: &[Arc<FileMetaData>],
+    ucmp: &dyn Comparator,
+    mut fits: impl FnMut(&FileMetaData) -> bool,
+) -> Vec<Arc<FileMetaData>> {
+    let cut = files.iter().position(|f| !fits(f)).unwrap_or(0);
+    let mut take: Vec<bool> = (0..files.len()).map(|i| i >= cut).collect();
+    // Level 0 is ordered by largest sequence number, not by the age of
+    // every entry: a left file is taken too while a taken one it overlaps
+    // holds an entry as new as one of its own.
+    let overlap = |a: &FileMetaData, b: &FileMetaData| {
+        ucmp.compare(a.smallest.user_key(), b.largest.user_key())
+            .is_le()
+            && ucmp
+                .compare(b.smallest.user_key(), a.largest.user_key())
+                .is_le()
+    };
+    while let Some(i) = (0..cut).find(|&i| {
+        !take[i]
+            && files.iter().zip(&take).any(|(t, &taken)| {
+                taken && t.largest_seqno >= files[i].smallest_seqno && overlap(t, &files[i])
+            })
+    }) {
+        take[i] = true;
+    }
+    files
+        .iter()
+        .zip(take)
+        .filter(|(_, t)| *t)
+        .map(|(f, _)| f.clone())
+        .collect()
+}
+
 /// True if a running compaction writes into `level` over a range that
 /// shares a user key with `[lo, hi]`.
 fn running_into(
@@ -337,7 +382,9 @@ impl DbInner {
             if let Some(c) = self.level0_trivial_move(st, version, targets.base_level) {
                 return Some(c);
             }
-            let inputs0 = version.files(0).to_vec();
+            let inputs0 = level0_inputs(version.files(0), &*self.user_cmp, |f| {
+                self.fits_below(version, targets.base_level, f)
+            });
             return self.build_compaction(st, version, 0, targets.base_level, inputs0);
         }
         // Round robin over the level's files by key.
@@ -592,6 +639,57 @@ mod tests {
         assert!(level0_moves(&files, &ucmp, |_| true).is_empty());
         let files = level0(&[("y", "z"), ("b", "c"), ("a", "d")]);
         assert_eq!(numbers(&level0_moves(&files, &ucmp, |_| true)), vec![3]);
+    }
+
+    #[test]
+    fn level0_compactions_leave_newer_files_that_fit_below() {
+        let ucmp = crate::key::BytewiseComparator;
+        // Newest first: 4 = [m, n], 3 = [x, z], 2 = [a, z], 1 = [b, c].
+        let files = level0(&[("m", "n"), ("x", "z"), ("a", "z"), ("b", "c")]);
+        // 2 overlaps the level below; 3 and 4 are newer and would not.
+        let fits = |f: &FileMetaData| f.number != 2;
+        assert_eq!(numbers(&level0_inputs(&files, &ucmp, fits)), vec![2, 1]);
+        // Every file fits (they only overlap each other), or the newest
+        // does not: all of level 0 is taken.
+        assert_eq!(
+            numbers(&level0_inputs(&files, &ucmp, |_| true)),
+            vec![4, 3, 2, 1]
+        );
+        let fits = |f: &FileMetaData| f.number != 4;
+        assert_eq!(
+            numbers(&level0_inputs(&files, &ucmp, fits)),
+            vec![4, 3, 2, 1]
+        );
+        assert!(level0_inputs(&[], &ucmp, |_| false).is_empty());
+    }
+
+    #[test]
+    fn level0_compactions_take_files_whose_entries_are_not_all_newer() {
+        let ucmp = crate::key::BytewiseComparator;
+        let file = |number: u64, (lo, hi): (&str, &str), (s_lo, s_hi): (u64, u64)| {
+            Arc::new(FileMetaData::new(
+                number,
+                100,
+                InternalKey::new(lo.as_bytes(), s_hi, ValueKind::Value),
+                InternalKey::new(hi.as_bytes(), s_lo, ValueKind::Value),
+                s_lo,
+                s_hi,
+            ))
+        };
+        // Ordered by largest sequence number, newest first. File 3 holds
+        // entries 50-100 and shares keys with 2 (entries 60-90): it must go
+        // with 2. File 4 shares keys with 3 and is newer than all of it,
+        // but once 3 is taken, 4 stays only if newer than 3's entries: it
+        // is (101-120). File 5 overlaps nothing taken.
+        let files = vec![
+            file(5, ("x", "y"), (121, 130)),
+            file(4, ("c", "d"), (101, 120)),
+            file(3, ("a", "d"), (50, 100)),
+            file(2, ("b", "c"), (60, 90)),
+            file(1, ("a", "z"), (1, 40)),
+        ];
+        let fits = |f: &FileMetaData| f.number != 2;
+        assert_eq!(numbers(&level0_inputs(&files, &ucmp, fits)), vec![3, 2, 1]);
     }
 
     #[test]
