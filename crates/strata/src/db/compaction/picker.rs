@@ -225,10 +225,10 @@ fn level0_moves(
 
 /// The level-0 files (`files` newest first) a compaction into the level
 /// below takes: the oldest ones up to and including the newest that could
-/// not go down by a trivial move (`fits` false), and any newer file that
-/// shares keys with a taken one without being newer than all of it. The
-/// files left are newer than every taken file they overlap, so they may
-/// stay above its output.
+/// not go down by a trivial move (`fits` false), grown towards the newer
+/// files while one of those left shares keys with a taken one without
+/// being newer than all of it. The files left are newer than every taken
+/// file they overlap, so they may stay above its output.
 ///
 /// Under random writes every flush overlaps the level below and all of
 /// level 0 is taken, as in RocksDB. With insert streams, an old flush that
@@ -240,32 +240,28 @@ fn level0_inputs(
     ucmp: &dyn Comparator,
     mut fits: impl FnMut(&FileMetaData) -> bool,
 ) -> Vec<Arc<FileMetaData>> {
-    let cut = files.iter().position(|f| !fits(f)).unwrap_or(0);
-    let mut take: Vec<bool> = (0..files.len()).map(|i| i >= cut).collect();
+    let mut cut = files.iter().position(|f| !fits(f)).unwrap_or(0);
     // Level 0 is ordered by largest sequence number, not by the age of
-    // every entry: a left file is taken too while a taken one it overlaps
-    // holds an entry as new as one of its own.
-    let overlap = |a: &FileMetaData, b: &FileMetaData| {
-        ucmp.compare(a.smallest.user_key(), b.largest.user_key())
-            .is_le()
-            && ucmp
-                .compare(b.smallest.user_key(), a.largest.user_key())
-                .is_le()
-    };
+    // every entry (flushes never interleave, but nothing else promises it).
     while let Some(i) = (0..cut).find(|&i| {
-        !take[i]
-            && files.iter().zip(&take).any(|(t, &taken)| {
-                taken && t.largest_seqno >= files[i].smallest_seqno && overlap(t, &files[i])
-            })
+        let l = &files[i];
+        files[cut..].iter().any(|t| {
+            t.largest_seqno >= l.smallest_seqno
+                && user_ranges_overlap(
+                    ucmp,
+                    (t.smallest.user_key(), t.largest.user_key()),
+                    (l.smallest.user_key(), l.largest.user_key()),
+                )
+        })
     }) {
-        take[i] = true;
+        cut = i;
     }
-    files
-        .iter()
-        .zip(take)
-        .filter(|(_, t)| *t)
-        .map(|(f, _)| f.clone())
-        .collect()
+    files[cut..].to_vec()
+}
+
+/// True if the user-key ranges `[a.0, a.1]` and `[b.0, b.1]` share a key.
+fn user_ranges_overlap(ucmp: &dyn Comparator, a: (&[u8], &[u8]), b: (&[u8], &[u8])) -> bool {
+    ucmp.compare(a.0, b.1).is_le() && ucmp.compare(b.0, a.1).is_le()
 }
 
 /// True if a running compaction writes into `level` over a range that
@@ -278,11 +274,10 @@ fn running_into(
     hi: &[u8],
     ucmp: &dyn Comparator,
 ) -> bool {
-    st.cf(cf).running.iter().any(|(l, (r_lo, r_hi))| {
-        *l == level
-            && ucmp.compare(r_lo, hi) != CmpOrdering::Greater
-            && ucmp.compare(lo, r_hi) != CmpOrdering::Greater
-    })
+    st.cf(cf)
+        .running
+        .iter()
+        .any(|(l, (r_lo, r_hi))| *l == level && user_ranges_overlap(ucmp, (r_lo, r_hi), (lo, hi)))
 }
 
 fn busy(f: &FileMetaData) -> bool {
@@ -600,18 +595,24 @@ mod tests {
         ranges
             .iter()
             .enumerate()
-            .map(|(i, (lo, hi))| {
+            .map(|(i, &range)| {
                 let seq = n - i as u64;
-                Arc::new(FileMetaData::new(
-                    seq,
-                    100,
-                    InternalKey::new(lo.as_bytes(), seq, ValueKind::Value),
-                    InternalKey::new(hi.as_bytes(), seq, ValueKind::Value),
-                    seq,
-                    seq,
-                ))
+                file(seq, range, (seq, seq))
             })
             .collect()
+    }
+
+    /// A table numbered `number` holding user keys `lo..=hi` with
+    /// sequence numbers `s_lo..=s_hi`.
+    fn file(number: u64, (lo, hi): (&str, &str), (s_lo, s_hi): (u64, u64)) -> Arc<FileMetaData> {
+        Arc::new(FileMetaData::new(
+            number,
+            100,
+            InternalKey::new(lo.as_bytes(), s_hi, ValueKind::Value),
+            InternalKey::new(hi.as_bytes(), s_lo, ValueKind::Value),
+            s_lo,
+            s_hi,
+        ))
     }
 
     fn numbers(files: &[Arc<FileMetaData>]) -> Vec<u64> {
@@ -666,16 +667,6 @@ mod tests {
     #[test]
     fn level0_compactions_take_files_whose_entries_are_not_all_newer() {
         let ucmp = crate::key::BytewiseComparator;
-        let file = |number: u64, (lo, hi): (&str, &str), (s_lo, s_hi): (u64, u64)| {
-            Arc::new(FileMetaData::new(
-                number,
-                100,
-                InternalKey::new(lo.as_bytes(), s_hi, ValueKind::Value),
-                InternalKey::new(hi.as_bytes(), s_lo, ValueKind::Value),
-                s_lo,
-                s_hi,
-            ))
-        };
         // Ordered by largest sequence number, newest first. File 3 holds
         // entries 50-100 and shares keys with 2 (entries 60-90): it must go
         // with 2. File 4 shares keys with 3 and is newer than all of it,
@@ -694,16 +685,7 @@ mod tests {
 
     #[test]
     fn level0_files_count_once_per_flush() {
-        let file = |lo: u64, hi: u64| {
-            Arc::new(FileMetaData::new(
-                lo,
-                1,
-                InternalKey::new(b"a", hi, ValueKind::Value),
-                InternalKey::new(b"b", lo, ValueKind::Value),
-                lo,
-                hi,
-            ))
-        };
+        let file = |lo: u64, hi: u64| file(lo, ("a", "b"), (lo, hi));
         assert_eq!(flush_count([].iter()), 0);
         // Two flushes (sequence numbers 1-100 and 101-200), the first cut
         // into three files, the second into two.
