@@ -89,6 +89,49 @@ pub mod bench_internals {
     pub use crate::sst::block::hash_index::{BUCKET_COLLISION, BUCKET_EMPTY};
     pub use crate::sst::block::{Block, BlockBuilder};
     pub use crate::version::{Version, VersionBuilder, VersionEdit};
+
+    use crate::key::{SequenceNumber, ValueKind};
+
+    /// A memtable driven from `benches/memtable.rs`: runs of inserts under
+    /// one writer (as a write batch is applied) and point lookups.
+    #[derive(Debug)]
+    pub struct BenchMemTable(crate::memtable::MemTable);
+
+    impl BenchMemTable {
+        /// An empty memtable in bytewise order, its arena sized for
+        /// `write_buffer_size`.
+        pub fn new(write_buffer_size: usize) -> BenchMemTable {
+            let cmp = InternalKeyComparator::new(std::sync::Arc::new(crate::BytewiseComparator));
+            BenchMemTable(crate::memtable::MemTable::new(cmp, write_buffer_size))
+        }
+
+        /// Inserts `(key, value)` pairs as puts, the i-th at sequence
+        /// `first_seq + i`, under one writer lock.
+        pub fn insert_run<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+            &self,
+            first_seq: SequenceNumber,
+            entries: &[(K, V)],
+        ) {
+            let mut w = self.0.writer();
+            for (i, (k, v)) in entries.iter().enumerate() {
+                w.add(
+                    first_seq + i as u64,
+                    ValueKind::Value,
+                    k.as_ref(),
+                    v.as_ref(),
+                );
+            }
+        }
+
+        /// The length of the newest value of `key` visible at `seq`, if it
+        /// is a put.
+        pub fn get_len(&self, key: &[u8], seq: SequenceNumber) -> Option<usize> {
+            match self.0.get_with_sequence(key, seq)?.0 {
+                crate::memtable::MemTableGet::Value(v) => Some(v.len()),
+                _ => None,
+            }
+        }
+    }
 }
 
 /// Entry points for the fuzz targets in `fuzz/`. Not part of the API.
