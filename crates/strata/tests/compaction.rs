@@ -381,6 +381,53 @@ fn concurrent_reader_releases_leave_no_obsolete_file() {
 /// a manual compaction then brings it down. The writes run on a thread
 /// with a deadline, so a stall fails the test instead of hanging it.
 #[test]
+fn write_delays_and_stops_are_counted() {
+    // Delays: level 0 at the slowdown trigger, and no compaction due.
+    let fs = MemFileSystem::new();
+    let mut opts = tiny(&fs, false);
+    opts.set_level_zero_file_num_compaction_trigger(100);
+    opts.set_level_zero_slowdown_writes_trigger(1);
+    opts.set_level_zero_stop_writes_trigger(1000);
+    let db = DB::open(&opts, "/db").unwrap();
+    db.put(b"a", b"1").unwrap();
+    assert_eq!(prop(&db, "strata.num-write-delays"), 0);
+    db.flush().unwrap();
+    for i in 0..5 {
+        db.put(format!("k{i}"), b"v").unwrap();
+    }
+    assert_eq!(prop(&db, "strata.num-write-delays"), 5);
+    assert!(prop(&db, "strata.write-stall-micros") >= 5_000);
+    assert_eq!(prop(&db, "strata.num-write-stops"), 0);
+    let stats = db.property_value("strata.stats").unwrap().unwrap();
+    assert!(stats.contains("Write stalls: 5 delays"), "{stats}");
+    drop(db);
+
+    // Stops: two memtables of 64 KiB (the smallest write buffer), flushed
+    // at 256 KiB a second (a quarter of a second each), and 256 KiB written
+    // at once: a writer must wait for a flush to free a memtable.
+    let fs = MemFileSystem::new();
+    let mut opts = tiny(&fs, false);
+    opts.set_write_buffer_size(64 << 10);
+    opts.set_max_write_buffer_number(2);
+    opts.set_ratelimiter(256 << 10, 10_000, 10);
+    let db = DB::open(&opts, "/db").unwrap();
+    let mut rng = StdRng::seed_from_u64(5);
+    for i in 0..2_560u32 {
+        // Random values: the tables are as large as the memtables.
+        db.put(format!("{i:08}"), rng.gen::<[u8; 32]>().repeat(3))
+            .unwrap();
+    }
+    let stops = prop(&db, "strata.num-write-stops");
+    assert!(stops > 0, "no stop with full memtables");
+    assert!(prop(&db, "strata.write-stall-micros") > 0);
+    let stats = db.property_value("strata.stats").unwrap().unwrap();
+    assert!(
+        stats.contains(&format!("{stops} stops for full memtables, 0 for level 0")),
+        "{stats}"
+    );
+}
+
+#[test]
 fn writes_never_stall_on_level0_with_automatic_compactions_off() {
     let fs = MemFileSystem::new();
     let mut opts = tiny(&fs, false);

@@ -154,6 +154,8 @@ pub(crate) struct DbState {
     /// Groups that handed the log on before their memtable insert
     /// (`enable_pipelined_write`).
     pub(crate) pipelined_groups: u64,
+    /// Writers held back for the background to catch up.
+    pub(crate) stalls: WriteStalls,
     /// Bytes appended to each log that may still be needed, oldest first
     /// (for `max_total_wal_size`).
     pub(crate) live_logs: VecDeque<(u64, u64)>,
@@ -603,4 +605,21 @@ impl DbInner {
             }
         }
     }
+}
+
+/// Writes held back for flushes and compactions to catch up
+/// (`make_room_for_write`), as RocksDB's write-stall statistics count them.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct WriteStalls {
+    /// Delays: a write slept 1 ms because level 0 reached
+    /// `level0_slowdown_writes_trigger`.
+    pub(crate) delays: u64,
+    /// Writes stopped because the memtables were full
+    /// (`max_write_buffer_number`), until a flush finished.
+    pub(crate) memtable_stops: u64,
+    /// Writes stopped because level 0 reached
+    /// `level0_stop_writes_trigger`, until a compaction finished.
+    pub(crate) level0_stops: u64,
+    /// Time spent in delays and stops, microseconds.
+    pub(crate) micros: u64,
 }

@@ -565,6 +565,11 @@ impl DB {
     /// them that their own writer inserted, beside the leader),
     /// `strata.num-pipelined-write-groups` (groups that handed the log to
     /// the next leader before their memtable insert),
+    /// `strata.num-write-delays` (writes slowed by 1 ms: level 0 at
+    /// `level0_slowdown_writes_trigger`), `strata.num-write-stops` (writes
+    /// stopped until a flush or compaction finished: memtables full, or
+    /// level 0 at `level0_stop_writes_trigger`) and
+    /// `strata.write-stall-micros` (time spent in both),
     /// `strata.num-point-reads` (keys looked up by get and MultiGet),
     /// `strata.num-iterator-steps` (iterator positionings and steps,
     /// counted by each iterator in runs of 1,024 and when it drops),
@@ -876,6 +881,11 @@ impl DbInner {
             "num-parallel-write-groups" => Some(st.parallel_groups.to_string()),
             "num-parallel-write-batches" => Some(st.parallel_batches.to_string()),
             "num-pipelined-write-groups" => Some(st.pipelined_groups.to_string()),
+            "num-write-delays" => Some(st.stalls.delays.to_string()),
+            "num-write-stops" => {
+                Some((st.stalls.memtable_stops + st.stalls.level0_stops).to_string())
+            }
+            "write-stall-micros" => Some(st.stalls.micros.to_string()),
             "num-point-reads" => Some(self.point_reads.sum().to_string()),
             "num-iterator-steps" => Some(self.iterator_steps.sum().to_string()),
             "num-subcompactions" => Some(
@@ -952,6 +962,15 @@ impl DbInner {
             st.parallel_groups,
             st.parallel_batches,
             st.pipelined_groups
+        ));
+        let stalls = st.stalls;
+        out.push_str(&format!(
+            "Write stalls: {} delays (level 0 at the slowdown trigger), {} stops for full \
+             memtables, {} for level 0 at the stop trigger; {:.3} s stalled\n",
+            stalls.delays,
+            stalls.memtable_stops,
+            stalls.level0_stops,
+            stalls.micros as f64 / 1e6
         ));
         out.push_str(&format!(
             "Subcompactions: {} ranges run; tables dropped unread: {}\n",

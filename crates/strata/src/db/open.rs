@@ -370,6 +370,7 @@ fn build(
         parallel_groups: 0,
         parallel_batches: 0,
         pipelined_groups: 0,
+        stalls: Default::default(),
         write_scratch: Default::default(),
         unpersisted_data: false,
         wal_bytes: 0,

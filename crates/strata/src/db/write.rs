@@ -25,7 +25,7 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
@@ -51,7 +51,7 @@ fn await_change(counter: &AtomicU32, seen: u32) {
         }
         std::hint::spin_loop();
     }
-    let start = std::time::Instant::now();
+    let start = Instant::now();
     while start.elapsed() < WRITER_SPIN {
         if counter.load(Ordering::Acquire) != seen {
             return;
@@ -63,7 +63,7 @@ fn await_change(counter: &AtomicU32, seen: u32) {
 /// Returns once `pending` is zero, or after [`WRITER_SPIN`], as
 /// [`await_change`].
 fn await_zero(pending: &AtomicUsize) {
-    let start = std::time::Instant::now();
+    let start = Instant::now();
     while pending.load(Ordering::Acquire) != 0 && start.elapsed() < WRITER_SPIN {
         std::thread::yield_now();
     }
@@ -604,6 +604,7 @@ impl DbInner {
         mut force: Option<u32>,
     ) -> Result<()> {
         let mut allow_delay = force.is_none();
+        let mut stopped = false;
         loop {
             if let Some(e) = &st.bg_error {
                 return Err(e.clone());
@@ -612,7 +613,7 @@ impl DbInner {
             // flush cut into one file per stream adds depth one.
             let mut slow = false;
             let mut full = Vec::new();
-            let mut stop = false;
+            let (mut memtable_stop, mut level0_stop) = (false, false);
             for (&id, cf) in &st.cfs {
                 let o = &cf.handle.opts;
                 // Level 0 stalls wait for compactions; with automatic
@@ -633,11 +634,8 @@ impl DbInner {
                     && (force == Some(id)
                         || cf.mem.approximate_memory_usage() >= o.write_buffer_size);
                 if wants {
-                    if cf.imm.len() + 1 >= o.max_write_buffer_number
-                        || l0 >= o.level0_stop_writes_trigger
-                    {
-                        stop = true;
-                    }
+                    memtable_stop |= cf.imm.len() + 1 >= o.max_write_buffer_number;
+                    level0_stop |= l0 >= o.level0_stop_writes_trigger;
                     full.push(id);
                 }
             }
@@ -653,13 +651,27 @@ impl DbInner {
             }
             if allow_delay && slow {
                 // Give compaction some of this writer's time, once.
+                let start = Instant::now();
                 MutexGuard::unlocked(st, || std::thread::sleep(Duration::from_millis(1)));
+                st.stalls.delays += 1;
+                st.stalls.micros += start.elapsed().as_micros() as u64;
                 allow_delay = false;
             } else if full.is_empty() {
                 return Ok(());
-            } else if stop {
+            } else if memtable_stop || level0_stop {
+                if !stopped {
+                    // One stop per write, by its first cause.
+                    stopped = true;
+                    if memtable_stop {
+                        st.stalls.memtable_stops += 1;
+                    } else {
+                        st.stalls.level0_stops += 1;
+                    }
+                }
+                let start = Instant::now();
                 self.bg_work.notify_all();
                 self.bg_done.wait_for(st, Duration::from_millis(100));
+                st.stalls.micros += start.elapsed().as_micros() as u64;
             } else if st.pending_groups > 0 {
                 // A pipelined group is still inserting into the memtables
                 // that would be switched (and logged in the old log).
