@@ -64,6 +64,11 @@ pub enum Error {
     /// names the operator and the key). The read, or the compaction, that
     /// asked fails; the operands stay stored and nothing is lost.
     MergeFailed(String),
+    /// A write stopped part way through: applying its batch panicked (a
+    /// user comparator's panic, say). The writes queued with it fail with
+    /// this error, and so does every later write until the database is
+    /// reopened (RocksDB's `Status::Aborted`). Reads go on.
+    Aborted(String),
 }
 
 impl Error {
@@ -131,6 +136,7 @@ impl fmt::Display for Error {
             Error::Busy(what) => write!(f, "Busy: {what}"),
             Error::NotSupported(what) => write!(f, "Not supported: {what}"),
             Error::MergeFailed(what) => write!(f, "Merge failed: {what}"),
+            Error::Aborted(what) => write!(f, "Aborted: {what}"),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! reopen. Runs on the real file system.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -380,4 +381,109 @@ fn pipelined_groups_become_visible_whole_and_in_order() {
         );
     }
     assert_eq!(db.latest_sequence_number(), 4 * 4000 * 3);
+}
+
+/// Options whose comparator panics on the key `boom`, as a buggy user
+/// comparator would: in the memtable insert of the group that holds it.
+fn boom_options(pipelined: bool, parallel: bool) -> Options {
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.set_comparator(
+        "panics-on-boom",
+        Box::new(|a: &[u8], b: &[u8]| {
+            assert!(a != b"boom" && b != b"boom", "comparator panicked on boom");
+            a.cmp(b)
+        }),
+    );
+    opts.set_enable_pipelined_write(pipelined);
+    opts.set_allow_concurrent_memtable_write(parallel);
+    opts
+}
+
+/// Runs `f` on a thread and waits at most `secs` for it: a hang fails the
+/// test instead of stopping the suite.
+fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(f()).unwrap());
+    rx.recv_timeout(Duration::from_secs(secs))
+        .unwrap_or_else(|_| panic!("{what}: still waiting after {secs} s"))
+}
+
+#[test]
+fn a_panicking_write_fails_the_writes_after_it_instead_of_hanging_them() {
+    let dir = TempDir::new("leader-panic");
+    let db = Arc::new(DB::open(&boom_options(false, false), &dir.0).unwrap());
+    db.put(b"a", b"1").unwrap();
+    let d = db.clone();
+    let panicked = std::panic::catch_unwind(AssertUnwindSafe(move || d.put(b"boom", b"x")));
+    assert!(
+        panicked.is_err(),
+        "the comparator's panic reaches the writer"
+    );
+    let d = db.clone();
+    let after = within(30, "a write after the panic", move || d.put(b"b", b"2"));
+    match after {
+        Err(strata_kv::Error::Aborted(what)) => assert!(what.contains("panicked"), "{what}"),
+        other => panic!("expected Aborted, got {other:?}"),
+    }
+    assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(db.get(b"b").unwrap(), None);
+    within(30, "closing after the panic", move || drop(db));
+}
+
+#[test]
+fn a_panicking_leader_does_not_hang_its_group_or_the_queue() {
+    for (pipelined, parallel) in [(false, false), (true, false), (false, true)] {
+        let dir = TempDir::new("leader-panic-group");
+        let opts = boom_options(pipelined, parallel);
+        let db = Arc::new(DB::open(&opts, &dir.0).unwrap());
+        db.put(b"a", b"1").unwrap();
+        let panics = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..4u32)
+            .map(|t| {
+                let (db, panics) = (db.clone(), panics.clone());
+                std::thread::spawn(move || {
+                    for i in 0..2_000u32 {
+                        let key = if t == 0 && i == 1_000 {
+                            b"boom".to_vec()
+                        } else {
+                            format!("k{t}-{i:05}").into_bytes()
+                        };
+                        let db = db.clone();
+                        match std::panic::catch_unwind(AssertUnwindSafe(move || db.put(&key, b"v")))
+                        {
+                            Err(_) => {
+                                panics.fetch_add(1, Ordering::SeqCst);
+                            }
+                            Ok(Ok(())) => {}
+                            Ok(Err(strata_kv::Error::Aborted(_))) => return,
+                            Ok(Err(e)) => panic!("unexpected error {e}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        within(60, "writers around a panicking leader", move || {
+            for t in threads {
+                t.join().unwrap();
+            }
+        });
+        assert_eq!(
+            panics.load(Ordering::SeqCst),
+            1,
+            "pipelined {pipelined}, parallel {parallel}: one put panics"
+        );
+        assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+        if !parallel {
+            // The panic was the leader's (followers insert their own
+            // batches only in parallel mode): writes are stopped.
+            let d = db.clone();
+            let after = within(30, "a write after the panic", move || d.put(b"z", b"2"));
+            assert!(
+                matches!(after, Err(strata_kv::Error::Aborted(_))),
+                "{after:?}"
+            );
+        }
+        within(30, "closing after the panic", move || drop(db));
+    }
 }

@@ -23,6 +23,7 @@
 //! the user's own batches.
 
 use std::cell::Cell;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -309,31 +310,23 @@ impl DbInner {
             }
         }
         // This writer leads.
-        let mut result = self.make_room_for_write(&mut st, force.then_some(self.id));
-        let mut last = 0;
         // The group's writers, taken off the queue: early by a pipelined
         // group (see `write_group`), else here once it is done.
         let mut finished = st.write_scratch.finished.pop().unwrap_or_default();
-        if result.is_ok() && !force {
-            let parallel = self.db_opts.allow_concurrent_memtable_write;
-            let mut followers = st.write_scratch.followers.pop().unwrap_or_default();
-            let (mut group, n) = Self::build_group(&st, w, parallel, &mut followers);
-            last = n;
-            result = self.write_group(
-                &mut st,
-                w,
-                &mut group,
-                &followers,
-                last,
-                &mut finished,
-                sync,
-                disable_wal,
-            );
-            followers.clear();
-            keep(&mut st.write_scratch.followers, followers);
-            // The group's buffer (this writer's batch, grown) is kept.
-            w.slot.lock().batch = Some(group);
-        }
+        // A panic while leading (a user comparator's, in the memtable
+        // insert) must not leave the writers behind this one waiting for
+        // good: they fail, and writes stop, as after a failed log write.
+        let led = panic::catch_unwind(AssertUnwindSafe(|| {
+            self.lead(&mut st, w, force, sync, disable_wal, &mut finished)
+        }));
+        let (result, last) = match led {
+            Ok(led) => led,
+            Err(payload) => {
+                self.fail_queue_after_panic(&mut st, w, &mut finished);
+                drop(st);
+                panic::resume_unwind(payload);
+            }
+        };
         if finished.is_empty() {
             self.take_group_off_queue(&mut st, last, &mut finished);
         }
@@ -348,6 +341,77 @@ impl DbInner {
         }
         keep(&mut st.write_scratch.finished, finished);
         result
+    }
+
+    /// The leader's part of [`queue_and_write`](Self::queue_and_write):
+    /// makes room, then builds, logs and applies the group. Returns the
+    /// group's result and the queue index of its last writer.
+    fn lead(
+        &self,
+        st: &mut MutexGuard<'_, DbState>,
+        w: &Arc<Writer>,
+        force: bool,
+        sync: bool,
+        disable_wal: bool,
+        finished: &mut Vec<Arc<Writer>>,
+    ) -> (Result<()>, usize) {
+        let mut result = self.make_room_for_write(st, force.then_some(self.id));
+        let mut last = 0;
+        if result.is_ok() && !force {
+            let parallel = self.db_opts.allow_concurrent_memtable_write;
+            let mut followers = st.write_scratch.followers.pop().unwrap_or_default();
+            let (mut group, n) = Self::build_group(st, w, parallel, &mut followers);
+            last = n;
+            result = self.write_group(
+                st,
+                w,
+                &mut group,
+                &followers,
+                last,
+                finished,
+                sync,
+                disable_wal,
+            );
+            followers.clear();
+            keep(&mut st.write_scratch.followers, followers);
+            // The group's buffer (this writer's batch, grown) is kept.
+            w.slot.lock().batch = Some(group);
+        }
+        (result, last)
+    }
+
+    /// After the leader `leader` panicked: stops writes with
+    /// [`Error::Aborted`] (its group may be in the log and partly in the
+    /// memtables, under sequence numbers never published), and fails every
+    /// writer still waiting, in `finished` (taken off the queue by a
+    /// pipelined group) or in the queue. Groups behind it waiting to
+    /// publish see the error and fail too (`write_group`).
+    fn fail_queue_after_panic(
+        &self,
+        st: &mut DbState,
+        leader: &Arc<Writer>,
+        finished: &mut Vec<Arc<Writer>>,
+    ) {
+        let e = Error::Aborted(
+            "a write panicked while its batch was applied; writes are stopped until the \
+             database is reopened"
+                .into(),
+        );
+        self.set_log_error(st, e);
+        st.leader_panicked = true;
+        let e = st.bg_error.clone().expect("just set");
+        finished.extend(st.writers.drain(..));
+        self.queued_writers.store(0, Ordering::Relaxed);
+        for waiting in finished.drain(..) {
+            if !Arc::ptr_eq(&waiting, leader) {
+                let mut slot = waiting.slot.lock();
+                slot.done = true;
+                slot.result = Err(e.clone());
+                waiting.wakeups.fetch_add(1, Ordering::Release);
+                waiting.cv.notify_one();
+            }
+        }
+        self.group_published.notify_all();
     }
 
     /// Moves the leader and the writers of its group (the queue's first
@@ -512,6 +576,14 @@ impl DbInner {
         // Visible in sequence order, each group whole.
         debug_assert!(st.versions.last_sequence() < first_seq);
         while st.versions.last_sequence() + 1 != first_seq {
+            if st.leader_panicked {
+                // A group before this one will never publish: its leader
+                // panicked (`fail_queue_after_panic`). This group is in the
+                // log, but must not become visible after a gap.
+                st.pending_groups -= 1;
+                self.group_published.notify_all();
+                return Err(st.bg_error.clone().expect("set before leader_panicked"));
+            }
             self.group_published.wait(st);
         }
         st.versions.set_last_sequence(base + records);
