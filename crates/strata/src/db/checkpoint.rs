@@ -131,7 +131,9 @@ impl<'a> DeletionPause<'a> {
         // A leader writing a group holds the log outside the state and may
         // have handed part of a record to the file: wait until it puts the
         // log back, when the file ends at a whole record. (Only a write
-        // group takes it, briefly; it is always put back, error or not.)
+        // group takes it, briefly; it is put back after an error too. A
+        // panic while the group is applied drops it, and stops writes with
+        // a background error, which ends this wait.)
         while !inner.read_only && st.log.is_none() && st.bg_error.is_none() {
             MutexGuard::unlocked(&mut st, std::thread::yield_now);
         }

@@ -156,10 +156,10 @@ pub(crate) struct DbState {
     pub(crate) pipelined_groups: u64,
     /// Writers held back for the background to catch up.
     pub(crate) stalls: WriteStalls,
-    /// A group's leader panicked while applying it: its sequence numbers
-    /// will never be published, so the groups after it fail instead of
-    /// waiting for them (`fail_queue_after_panic`).
-    pub(crate) leader_panicked: bool,
+    /// The first sequence number of a group whose application panicked:
+    /// it will never be published, so the groups after it fail instead of
+    /// waiting for it (`stop_writes_after_panic`).
+    pub(crate) unpublishable_from: Option<SequenceNumber>,
     /// Bytes appended to each log that may still be needed, oldest first
     /// (for `max_total_wal_size`).
     pub(crate) live_logs: VecDeque<(u64, u64)>,

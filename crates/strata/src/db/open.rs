@@ -371,7 +371,7 @@ fn build(
         parallel_batches: 0,
         pipelined_groups: 0,
         stalls: Default::default(),
-        leader_panicked: false,
+        unpublishable_from: None,
         write_scratch: Default::default(),
         unpersisted_data: false,
         wal_bytes: 0,

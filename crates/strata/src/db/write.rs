@@ -24,13 +24,14 @@
 
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
+use crate::key::SequenceNumber;
 use crate::memtable::{MemTable, MemTableWriter};
 use crate::wal::LogWriter;
 
@@ -196,6 +197,9 @@ struct GroupInsert {
     /// Woken (under the database mutex) by the last follower done; None
     /// while the state is kept for the next group.
     leader: Option<Arc<Writer>>,
+    /// A follower's insert of its own batch panicked: part of the group is
+    /// missing from the memtables, and it must not be published.
+    panicked: AtomicBool,
 }
 
 /// Counts a follower's part of a parallel insert as done when dropped:
@@ -205,6 +209,9 @@ struct CountDown<'a>(&'a GroupInsert);
 
 impl Drop for CountDown<'_> {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.panicked.store(true, Ordering::Release);
+        }
         if self.0.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
             if let Some(leader) = &self.0.leader {
                 leader.wakeups.fetch_add(1, Ordering::Release);
@@ -313,21 +320,33 @@ impl DbInner {
         // The group's writers, taken off the queue: early by a pipelined
         // group (see `write_group`), else here once it is done.
         let mut finished = st.write_scratch.finished.pop().unwrap_or_default();
+        // The group's first sequence number, once it has one.
+        let mut first_seq = None;
         // A panic while leading (a user comparator's, in the memtable
         // insert) must not leave the writers behind this one waiting for
         // good: they fail, and writes stop, as after a failed log write.
         let led = panic::catch_unwind(AssertUnwindSafe(|| {
-            self.lead(&mut st, w, force, sync, disable_wal, &mut finished)
+            self.lead(
+                &mut st,
+                w,
+                force,
+                sync,
+                disable_wal,
+                &mut finished,
+                &mut first_seq,
+            )
         }));
         let (result, last) = match led {
             Ok(led) => led,
             Err(payload) => {
-                self.fail_queue_after_panic(&mut st, w, &mut finished);
+                self.fail_queue_after_panic(&mut st, w, &mut finished, first_seq);
                 drop(st);
                 panic::resume_unwind(payload);
             }
         };
-        if finished.is_empty() {
+        // A leader whose writers were failed by another leader's panic
+        // (`fail_queue_after_panic`) has nothing left in the queue to take.
+        if finished.is_empty() && !w.slot.lock().done {
             self.take_group_off_queue(&mut st, last, &mut finished);
         }
         for done in finished.drain(..) {
@@ -345,7 +364,9 @@ impl DbInner {
 
     /// The leader's part of [`queue_and_write`](Self::queue_and_write):
     /// makes room, then builds, logs and applies the group. Returns the
-    /// group's result and the queue index of its last writer.
+    /// group's result and the queue index of its last writer; sets
+    /// `first_seq` once the group has its sequence numbers.
+    #[allow(clippy::too_many_arguments)]
     fn lead(
         &self,
         st: &mut MutexGuard<'_, DbState>,
@@ -354,6 +375,7 @@ impl DbInner {
         sync: bool,
         disable_wal: bool,
         finished: &mut Vec<Arc<Writer>>,
+        first_seq: &mut Option<SequenceNumber>,
     ) -> (Result<()>, usize) {
         let mut result = self.make_room_for_write(st, force.then_some(self.id));
         let mut last = 0;
@@ -369,6 +391,7 @@ impl DbInner {
                 &followers,
                 last,
                 finished,
+                first_seq,
                 sync,
                 disable_wal,
             );
@@ -380,26 +403,24 @@ impl DbInner {
         (result, last)
     }
 
-    /// After the leader `leader` panicked: stops writes with
-    /// [`Error::Aborted`] (its group may be in the log and partly in the
-    /// memtables, under sequence numbers never published), and fails every
-    /// writer still waiting, in `finished` (taken off the queue by a
-    /// pipelined group) or in the queue. Groups behind it waiting to
-    /// publish see the error and fail too (`write_group`).
+    /// After the leader `leader` panicked: stops writes (see
+    /// [`stop_writes_after_panic`](Self::stop_writes_after_panic)) and fails
+    /// every writer still waiting, in `finished` (taken off the queue by a
+    /// pipelined group) or in the queue. `first_seq` is the panicked
+    /// group's first sequence number, if it got that far.
     fn fail_queue_after_panic(
         &self,
         st: &mut DbState,
         leader: &Arc<Writer>,
         finished: &mut Vec<Arc<Writer>>,
+        first_seq: Option<SequenceNumber>,
     ) {
-        let e = Error::Aborted(
-            "a write panicked while its batch was applied; writes are stopped until the \
-             database is reopened"
-                .into(),
-        );
-        self.set_log_error(st, e);
-        st.leader_panicked = true;
-        let e = st.bg_error.clone().expect("just set");
+        let e = self.stop_writes_after_panic(st, first_seq);
+        if first_seq.is_some() {
+            // The group counted as logged and not yet published; it never
+            // will be.
+            st.pending_groups -= 1;
+        }
         finished.extend(st.writers.drain(..));
         self.queued_writers.store(0, Ordering::Relaxed);
         for waiting in finished.drain(..) {
@@ -407,11 +428,35 @@ impl DbInner {
                 let mut slot = waiting.slot.lock();
                 slot.done = true;
                 slot.result = Err(e.clone());
+                // A part handed to it for a parallel insert is not needed.
+                slot.job = None;
                 waiting.wakeups.fetch_add(1, Ordering::Release);
                 waiting.cv.notify_one();
             }
         }
+    }
+
+    /// Stops writes with [`Error::Aborted`] after a panic while the group
+    /// starting at `first_seq` was applied: it may be in the log and partly
+    /// in the memtables, under sequence numbers never to be published. The
+    /// groups after it that wait to publish fail instead (`write_group`);
+    /// those before it publish as usual. Returns the error writes now get.
+    fn stop_writes_after_panic(
+        &self,
+        st: &mut DbState,
+        first_seq: Option<SequenceNumber>,
+    ) -> Error {
+        let e = Error::Aborted(
+            "a write panicked while its batch was applied; writes are stopped until the \
+             database is reopened"
+                .into(),
+        );
+        self.set_log_error(st, e);
+        if let Some(seq) = first_seq {
+            st.unpublishable_from = Some(st.unpublishable_from.map_or(seq, |s| s.min(seq)));
+        }
         self.group_published.notify_all();
+        st.bg_error.clone().expect("just set")
     }
 
     /// Moves the leader and the writers of its group (the queue's first
@@ -490,6 +535,7 @@ impl DbInner {
         followers: &[Follower],
         last: usize,
         finished: &mut Vec<Arc<Writer>>,
+        first_seq_out: &mut Option<SequenceNumber>,
         sync: bool,
         disable_wal: bool,
     ) -> Result<()> {
@@ -503,6 +549,7 @@ impl DbInner {
         let records = group.len() as u64;
         group.set_sequence(first_seq);
         st.pending_groups += 1;
+        *first_seq_out = Some(first_seq);
         st.last_allocated = base + records;
         let pipelined = self.db_opts.enable_pipelined_write;
         let mems = Memtables::of(st, group.has_cf());
@@ -570,19 +617,26 @@ impl DbInner {
             }
         }
         if parallel {
-            self.insert_in_parallel(st, leader, group, first_seq, mems, followers);
+            let follower_panicked =
+                self.insert_in_parallel(st, leader, group, first_seq, mems, followers);
             st.parallel_groups += 1;
+            if follower_panicked {
+                // Part of a follower's batch is missing: publishing the
+                // group would show the rest of it.
+                st.pending_groups -= 1;
+                return Err(self.stop_writes_after_panic(st, Some(first_seq)));
+            }
         }
         // Visible in sequence order, each group whole.
         debug_assert!(st.versions.last_sequence() < first_seq);
         while st.versions.last_sequence() + 1 != first_seq {
-            if st.leader_panicked {
-                // A group before this one will never publish: its leader
-                // panicked (`fail_queue_after_panic`). This group is in the
-                // log, but must not become visible after a gap.
+            if st.unpublishable_from.is_some_and(|from| from < first_seq) {
+                // A group before this one will never publish: applying it
+                // panicked (`stop_writes_after_panic`). This group is in
+                // the log, but must not become visible after a gap.
                 st.pending_groups -= 1;
                 self.group_published.notify_all();
-                return Err(st.bg_error.clone().expect("set before leader_panicked"));
+                return Err(st.bg_error.clone().expect("set with unpublishable_from"));
             }
             self.group_published.wait(st);
         }
@@ -613,13 +667,14 @@ impl DbInner {
         first_seq: u64,
         mems: Memtables,
         followers: &[Follower],
-    ) {
+    ) -> bool {
         let leader_records = followers[0].1 as usize;
         let fresh = GroupInsert {
             mems,
             pending: AtomicUsize::new(followers.len()),
             helped: AtomicUsize::new(0),
             leader: Some(leader.clone()),
+            panicked: AtomicBool::new(false),
         };
         let shared = reuse_or_new(st.write_scratch.groups.pop(), fresh);
         // Under the database mutex, as every change a waiting writer
@@ -657,6 +712,7 @@ impl DbInner {
             leader.cv.wait(st);
         }
         st.parallel_batches += shared.helped.load(Ordering::Relaxed) as u64;
+        let panicked = shared.panicked.load(Ordering::Acquire);
         // Every follower dropped its handle under the mutex (see
         // `write_or_switch`): the state is kept for the next group, its
         // memtables and leader released.
@@ -666,6 +722,7 @@ impl DbInner {
             state.leader = None;
             keep(&mut st.write_scratch.groups, shared);
         }
+        panicked
     }
 
     /// Waits until every family's memtable has room, switching those that
@@ -1003,5 +1060,34 @@ impl<'m> MemWriters<'m> {
                 BatchRecord::DeleteRange(from, to) => writer.add_range_deletion(seq, from, to),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_follower_panicking_in_its_insert_marks_the_group() {
+        let group = GroupInsert {
+            mems: Memtables::All(Vec::new()),
+            pending: AtomicUsize::new(2),
+            helped: AtomicUsize::new(0),
+            leader: None,
+            panicked: AtomicBool::new(false),
+        };
+        // A follower that finishes its part normally.
+        drop(CountDown(&group));
+        assert!(!group.panicked.load(Ordering::Acquire));
+        assert_eq!(group.pending.load(Ordering::Acquire), 1);
+        // One whose insert panics: the count still goes down (the leader is
+        // not left waiting), and the group is marked unpublishable.
+        let unwound = panic::catch_unwind(AssertUnwindSafe(|| {
+            let _count_down = CountDown(&group);
+            panic!("a user comparator panicked");
+        }));
+        assert!(unwound.is_err());
+        assert!(group.panicked.load(Ordering::Acquire));
+        assert_eq!(group.pending.load(Ordering::Acquire), 0);
     }
 }
