@@ -375,11 +375,6 @@ fn concurrent_reader_releases_leave_no_obsolete_file() {
     assert!(live > 1, "the test made too few tables to mean anything");
 }
 
-/// With automatic compactions off, level 0 grows past the stop trigger
-/// and writes go on (nothing would ever bring it back down; RocksDB
-/// applies the level-0 triggers only with automatic compactions on);
-/// a manual compaction then brings it down. The writes run on a thread
-/// with a deadline, so a stall fails the test instead of hanging it.
 #[test]
 fn write_delays_and_stops_are_counted() {
     // Delays: level 0 at the slowdown trigger, and no compaction due.
@@ -427,6 +422,11 @@ fn write_delays_and_stops_are_counted() {
     );
 }
 
+/// With automatic compactions off, level 0 grows past the stop trigger
+/// and writes go on (nothing would ever bring it back down; RocksDB
+/// applies the level-0 triggers only with automatic compactions on);
+/// a manual compaction then brings it down. The writes run on a thread
+/// with a deadline, so a stall fails the test instead of hanging it.
 #[test]
 fn writes_never_stall_on_level0_with_automatic_compactions_off() {
     let fs = MemFileSystem::new();

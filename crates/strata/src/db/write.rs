@@ -221,6 +221,18 @@ impl Drop for CountDown<'_> {
     }
 }
 
+impl Writer {
+    /// Hands the writer its result and wakes it (under the database mutex,
+    /// as every change a waiting writer watches for).
+    fn finish(&self, result: Result<()>) {
+        let mut slot = self.slot.lock();
+        slot.done = true;
+        slot.result = result;
+        self.wakeups.fetch_add(1, Ordering::Release);
+        self.cv.notify_one();
+    }
+}
+
 /// A writer of the group behind the leader, with the index of its first
 /// record in the group.
 type Follower = (Arc<Writer>, u64);
@@ -344,18 +356,15 @@ impl DbInner {
                 panic::resume_unwind(payload);
             }
         };
-        // A leader whose writers were failed by another leader's panic
-        // (`fail_queue_after_panic`) has nothing left in the queue to take.
-        if finished.is_empty() && !w.slot.lock().done {
+        // A leader leads from the front of the queue until its group leaves
+        // it; one no longer there had its writers failed by another
+        // leader's panic (`fail_queue_after_panic`) and takes nobody off.
+        if finished.is_empty() && st.writers.front().is_some_and(|f| Arc::ptr_eq(f, w)) {
             self.take_group_off_queue(&mut st, last, &mut finished);
         }
         for done in finished.drain(..) {
             if !Arc::ptr_eq(&done, w) {
-                let mut slot = done.slot.lock();
-                slot.done = true;
-                slot.result = result.clone();
-                done.wakeups.fetch_add(1, Ordering::Release);
-                done.cv.notify_one();
+                done.finish(result.clone());
             }
         }
         keep(&mut st.write_scratch.finished, finished);
@@ -425,13 +434,9 @@ impl DbInner {
         self.queued_writers.store(0, Ordering::Relaxed);
         for waiting in finished.drain(..) {
             if !Arc::ptr_eq(&waiting, leader) {
-                let mut slot = waiting.slot.lock();
-                slot.done = true;
-                slot.result = Err(e.clone());
                 // A part handed to it for a parallel insert is not needed.
-                slot.job = None;
-                waiting.wakeups.fetch_add(1, Ordering::Release);
-                waiting.cv.notify_one();
+                waiting.slot.lock().job = None;
+                waiting.finish(Err(e.clone()));
             }
         }
     }
