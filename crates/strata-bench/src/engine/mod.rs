@@ -112,6 +112,17 @@ impl Batch {
         self.ops.is_empty()
     }
 
+    /// The key and value when the batch is one put and nothing else.
+    pub fn single_put(&self) -> Option<(&[u8], &[u8])> {
+        match self.ops.as_slice() {
+            [op] if op.kind == OpKind::Put => Some((
+                &self.data[..op.key_end],
+                &self.data[op.key_end..op.value_end],
+            )),
+            _ => None,
+        }
+    }
+
     /// Bytes of keys and values.
     pub fn data_bytes(&self) -> usize {
         self.data.len()
@@ -460,6 +471,22 @@ mod tests {
         assert_eq!((b.len(), b.data_bytes()), (3, 6));
         b.clear();
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn single_put_is_only_a_batch_of_one_put() {
+        let mut b = Batch::default();
+        assert_eq!(b.single_put(), None);
+        b.put(b"key", b"value");
+        assert_eq!(b.single_put(), Some((&b"key"[..], &b"value"[..])));
+        b.put(b"k2", b"v2");
+        assert_eq!(b.single_put(), None);
+        b.clear();
+        b.delete(b"key");
+        assert_eq!(b.single_put(), None);
+        b.clear();
+        b.delete_range(b"a", b"b");
+        assert_eq!(b.single_put(), None);
     }
 
     #[test]
