@@ -41,10 +41,6 @@ BIN=${STRATA_BENCH:-$ROOT/target/native/release/strata-bench}
 DB_BENCH=${DB_BENCH:-$ROOT/target/native/db_bench}
 [[ -x $BIN ]] || die "no $BIN (bench/build_db_bench.sh builds it)"
 [[ -x $DB_BENCH ]] || die "no $DB_BENCH (bench/build_db_bench.sh builds it)"
-probe=$("$BIN" --engine=rocksdb --benchmarks= --num=1 --db="$(mktemp -d)/probe" 2>&1) ||
-    die "$BIN has no RocksDB engine: $probe"
-BUILD=$(sed -n 's/^Build: *//p' <<<"$probe" | head -n1)
-[[ $BUILD == *sse4.2* ]] || die "$BIN is not a native build ($BUILD)"
 PAIRS=${PAIRS:-6}
 [[ $PAIRS =~ ^[1-9][0-9]*$ ]] || die "PAIRS must be a positive integer, got '$PAIRS'"
 RANDOM=${SEED:-1}
@@ -54,6 +50,11 @@ LOG_DIR=${LOG_DIR:-/tmp/strata-fairness-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$LOG_DIR"
 WORK=$(mktemp -d "$SHM_DIR/strata-fairness-XXXXXX")
 trap 'rm -rf -- "$WORK"' EXIT
+probe=$("$BIN" --engine=rocksdb --benchmarks= --num=1 --db="$WORK/probe" 2>&1) ||
+    die "$BIN has no RocksDB engine: $probe"
+rm -rf -- "$WORK/probe"
+BUILD=$(sed -n 's/^Build: *//p' <<<"$probe" | head -n1)
+[[ $BUILD == *sse4.2* ]] || die "$BIN is not a native build ($BUILD)"
 
 scaled() { awk -v n="$1" -v s="$SCALE" 'BEGIN { v = int(n * s + 0.5); if (v < 1) v = 1; print v }'; }
 READS=${READS:-$(scaled 1000000)}
