@@ -445,7 +445,7 @@ fn a_panicking_write_fails_the_writes_after_it_instead_of_hanging_them() {
 
 #[test]
 fn a_panicking_leader_does_not_hang_its_group_or_the_queue() {
-    for (pipelined, parallel) in [(false, false), (true, false), (false, true)] {
+    for (pipelined, parallel) in [(false, false), (true, false), (false, true), (true, true)] {
         let dir = TempDir::new("leader-panic-group");
         let opts = boom_options(pipelined, parallel);
         let db = Arc::new(DB::open(&opts, &dir.0).unwrap());

@@ -233,6 +233,16 @@ impl Writer {
     }
 }
 
+/// How far a leader's group got, kept outside the leader's work so that a
+/// panic in it can fail exactly that group.
+#[derive(Default)]
+struct GroupProgress {
+    /// Queue index of the group's last writer (0 until the group is built).
+    last: usize,
+    /// The group's first sequence number, once it has one.
+    first_seq: Option<SequenceNumber>,
+}
+
 /// A writer of the group behind the leader, with the index of its first
 /// record in the group.
 type Follower = (Arc<Writer>, u64);
@@ -332,11 +342,12 @@ impl DbInner {
         // The group's writers, taken off the queue: early by a pipelined
         // group (see `write_group`), else here once it is done.
         let mut finished = st.write_scratch.finished.pop().unwrap_or_default();
-        // The group's first sequence number, once it has one.
-        let mut first_seq = None;
+        // How far the group got: its last writer's queue index, and its
+        // first sequence number once it has one.
+        let mut progress = GroupProgress::default();
         // A panic while leading (a user comparator's, in the memtable
-        // insert) must not leave the writers behind this one waiting for
-        // good: they fail, and writes stop, as after a failed log write.
+        // insert) must not leave the group's writers waiting for good:
+        // they fail, and writes stop, as after a failed log write.
         let led = panic::catch_unwind(AssertUnwindSafe(|| {
             self.lead(
                 &mut st,
@@ -345,22 +356,19 @@ impl DbInner {
                 sync,
                 disable_wal,
                 &mut finished,
-                &mut first_seq,
+                &mut progress,
             )
         }));
-        let (result, last) = match led {
-            Ok(led) => led,
+        let result = match led {
+            Ok(result) => result,
             Err(payload) => {
-                self.fail_queue_after_panic(&mut st, w, &mut finished, first_seq);
+                self.fail_group_after_panic(&mut st, w, &mut finished, &progress);
                 drop(st);
                 panic::resume_unwind(payload);
             }
         };
-        // A leader leads from the front of the queue until its group leaves
-        // it; one no longer there had its writers failed by another
-        // leader's panic (`fail_queue_after_panic`) and takes nobody off.
-        if finished.is_empty() && st.writers.front().is_some_and(|f| Arc::ptr_eq(f, w)) {
-            self.take_group_off_queue(&mut st, last, &mut finished);
+        if finished.is_empty() {
+            self.take_group_off_queue(&mut st, progress.last, &mut finished);
         }
         for done in finished.drain(..) {
             if !Arc::ptr_eq(&done, w) {
@@ -373,8 +381,7 @@ impl DbInner {
 
     /// The leader's part of [`queue_and_write`](Self::queue_and_write):
     /// makes room, then builds, logs and applies the group. Returns the
-    /// group's result and the queue index of its last writer; sets
-    /// `first_seq` once the group has its sequence numbers.
+    /// group's result; records in `progress` how far the group got.
     #[allow(clippy::too_many_arguments)]
     fn lead(
         &self,
@@ -384,15 +391,14 @@ impl DbInner {
         sync: bool,
         disable_wal: bool,
         finished: &mut Vec<Arc<Writer>>,
-        first_seq: &mut Option<SequenceNumber>,
-    ) -> (Result<()>, usize) {
+        progress: &mut GroupProgress,
+    ) -> Result<()> {
         let mut result = self.make_room_for_write(st, force.then_some(self.id));
-        let mut last = 0;
         if result.is_ok() && !force {
             let parallel = self.db_opts.allow_concurrent_memtable_write;
             let mut followers = st.write_scratch.followers.pop().unwrap_or_default();
-            let (mut group, n) = Self::build_group(st, w, parallel, &mut followers);
-            last = n;
+            let (mut group, last) = Self::build_group(st, w, parallel, &mut followers);
+            progress.last = last;
             result = self.write_group(
                 st,
                 w,
@@ -400,7 +406,7 @@ impl DbInner {
                 &followers,
                 last,
                 finished,
-                first_seq,
+                &mut progress.first_seq,
                 sync,
                 disable_wal,
             );
@@ -409,29 +415,33 @@ impl DbInner {
             // The group's buffer (this writer's batch, grown) is kept.
             w.slot.lock().batch = Some(group);
         }
-        (result, last)
+        result
     }
 
     /// After the leader `leader` panicked: stops writes (see
     /// [`stop_writes_after_panic`](Self::stop_writes_after_panic)) and fails
-    /// every writer still waiting, in `finished` (taken off the queue by a
-    /// pipelined group) or in the queue. `first_seq` is the panicked
-    /// group's first sequence number, if it got that far.
-    fn fail_queue_after_panic(
+    /// the writers of its group, in `finished` (taken off the queue early
+    /// by a pipelined group) or still at the front of the queue. Writers
+    /// behind the group are not touched: the next leader, woken here or
+    /// already leading a pipelined group of its own (whose followers may
+    /// hold parts of its parallel insert), meets the stopped writes and
+    /// fails its own group.
+    fn fail_group_after_panic(
         &self,
         st: &mut DbState,
         leader: &Arc<Writer>,
         finished: &mut Vec<Arc<Writer>>,
-        first_seq: Option<SequenceNumber>,
+        progress: &GroupProgress,
     ) {
-        let e = self.stop_writes_after_panic(st, first_seq);
-        if first_seq.is_some() {
+        let e = self.stop_writes_after_panic(st, progress.first_seq);
+        if progress.first_seq.is_some() {
             // The group counted as logged and not yet published; it never
             // will be.
             st.pending_groups -= 1;
         }
-        finished.extend(st.writers.drain(..));
-        self.queued_writers.store(0, Ordering::Relaxed);
+        if finished.is_empty() {
+            self.take_group_off_queue(st, progress.last, finished);
+        }
         for waiting in finished.drain(..) {
             if !Arc::ptr_eq(&waiting, leader) {
                 // A part handed to it for a parallel insert is not needed.
