@@ -114,6 +114,16 @@ impl EntryOrder for InternalKeyOrder {
             None => self.cmp.compare(a, b),
         }
     }
+
+    #[inline]
+    fn prefix(&self, key: &[u8]) -> Option<u64> {
+        // The user keys' prefixes decide `compare` where they differ.
+        let prefix = key_prefix(extract_user_key(key));
+        match self.builtin? {
+            BuiltinOrder::Bytewise => Some(prefix),
+            BuiltinOrder::ReverseBytewise => Some(!prefix),
+        }
+    }
 }
 
 #[cfg(test)]
