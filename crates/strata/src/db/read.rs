@@ -18,7 +18,7 @@ use crate::memtable::{MemTable, MemTableGet};
 use crate::range_del::{FragmentedRangeTombstones, RangeDelView, RangeTombstone, SkipCovered};
 use crate::sst::filter::filter_hash;
 use crate::sst::BlockPropertyFilter;
-use crate::version::{FileMetaData, Version, NUM_LEVELS};
+use crate::version::{FileMetaData, LevelRangeDels, Version, NUM_LEVELS};
 
 use super::inner::{DbInner, SuperVersion};
 use super::level_iter::LevelIterator;
@@ -399,10 +399,6 @@ impl DbInner {
         // the next), one fragmented list per source: each is built once
         // (a memtable's is cached), and later sources share them.
         let mut newer = RangeDelView::default();
-        let ucmp = &self.user_cmp;
-        let fragment = |own: &[RangeTombstone]| {
-            (!own.is_empty()).then(|| Arc::new(FragmentedRangeTombstones::new(own, ucmp.clone())))
-        };
         let mut add = |child: Box<dyn InternalIterator>,
                        own: Option<Arc<FragmentedRangeTombstones>>| {
             let child: Box<dyn InternalIterator> = if newer.is_empty() {
@@ -422,7 +418,9 @@ impl DbInner {
         let tables_have = self.version_range_deletions(&sv.version)?.is_some();
         for f in sv.version.files(0) {
             let own = match f.has_range_deletions {
-                true => fragment(&self.table_range_deletions(f, 0)?),
+                true => self.fragmented_once(&f.fragmented_range_dels, || {
+                    self.table_range_deletions(f, 0).map(|own| own.to_vec())
+                })?,
                 false => None,
             };
             let table = self.table_cache.get_for(f, 0)?;
@@ -433,23 +431,48 @@ impl DbInner {
         }
         for level in 1..NUM_LEVELS {
             if sv.version.num_files(level) > 0 {
-                let mut own = Vec::new();
-                for f in sv.version.files(level).iter().filter(|_| tables_have) {
-                    if f.has_range_deletions {
-                        own.extend_from_slice(&self.table_range_deletions(f, level)?);
-                    }
-                }
+                let own = match tables_have {
+                    true => self.fragmented_once(&sv.version.level_range_dels[level], || {
+                        let mut own = Vec::new();
+                        for f in sv.version.files(level) {
+                            if f.has_range_deletions {
+                                own.extend_from_slice(&self.table_range_deletions(f, level)?);
+                            }
+                        }
+                        Ok(own)
+                    })?,
+                    false => None,
+                };
                 add(
                     Box::new(
                         LevelIterator::new(self.clone(), sv.version.clone(), level, fill_cache)
                             .with_filters(filters),
                     ),
-                    fragment(&own),
+                    own,
                 );
             }
         }
         let icmp: Arc<dyn Comparator> = Arc::new(self.icmp.clone());
         Ok(MergingIterator::new(icmp, children))
+    }
+
+    /// The fragmented list `cell` holds, built from what `read` gives the
+    /// first time (`None` if that is empty). Every iterator over a version
+    /// used to fragment each source's range deletions anew: with 1,000
+    /// of them that was most of a `seekrandom` that opens an iterator per
+    /// seek (as db_bench's does).
+    fn fragmented_once(
+        &self,
+        cell: &LevelRangeDels,
+        read: impl FnOnce() -> Result<Vec<RangeTombstone>>,
+    ) -> Result<Option<Arc<FragmentedRangeTombstones>>> {
+        if let Some(list) = cell.get() {
+            return Ok(list.clone());
+        }
+        let own = read()?;
+        let list = (!own.is_empty())
+            .then(|| Arc::new(FragmentedRangeTombstones::new(&own, self.user_cmp.clone())));
+        Ok(cell.get_or_init(|| list).clone())
     }
 
     /// The range deletions of table `f` of `level`, read once per file.

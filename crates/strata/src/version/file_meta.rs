@@ -29,6 +29,10 @@ pub struct FileMetaData {
     /// Those range deletions, read from the table once for the file's
     /// lifetime (every version holding the file shares them).
     pub(crate) range_dels: OnceLock<Arc<[crate::range_del::RangeTombstone]>>,
+    /// Those range deletions fragmented (`None`: the table has none),
+    /// built once for the file's lifetime by the first iterator that
+    /// reads the file as a source of its own (level 0).
+    pub(crate) fragmented_range_dels: super::LevelRangeDels,
     /// Set while a compaction has the file as an input, so no second
     /// compaction picks it. Not persisted.
     pub being_compacted: AtomicBool,
@@ -58,6 +62,7 @@ impl FileMetaData {
             largest_seqno,
             has_range_deletions: false,
             range_dels: OnceLock::new(),
+            fragmented_range_dels: OnceLock::new(),
             being_compacted: AtomicBool::new(false),
             reader: OnceLock::new(),
         }

@@ -37,6 +37,7 @@ pub use file_meta::FileMetaData;
 pub use set::{add_live_files, VersionSet};
 pub(crate) use set::{missing_families, read_current, write_checkpoint_manifest};
 pub use set::{DEFAULT_COLUMN_FAMILY_ID, DEFAULT_COLUMN_FAMILY_NAME};
+pub(crate) use version::LevelRangeDels;
 pub use version::Version;
 
 /// Number of levels in the tree: level 0 (flushed memtables) to level 6.

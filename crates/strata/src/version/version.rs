@@ -57,7 +57,17 @@ pub struct Version {
     /// The range deletions of every table, fragmented: built by the first
     /// read that needs them (`DbInner::version_range_deletions`).
     pub(crate) range_dels: std::sync::OnceLock<Arc<crate::range_del::FragmentedRangeTombstones>>,
+    /// Per level 1 or deeper, the range deletions of its tables,
+    /// fragmented (`None`: the level has none): built by the first
+    /// iterator over the version (`DbInner::internal_iter`), which gives
+    /// each level its own list.
+    pub(crate) level_range_dels: [LevelRangeDels; NUM_LEVELS],
 }
+
+/// A fragmented list of range deletions built once, or `None` if there
+/// are none.
+pub(crate) type LevelRangeDels =
+    std::sync::OnceLock<Option<Arc<crate::range_del::FragmentedRangeTombstones>>>;
 
 impl Version {
     /// A version with no files.
@@ -76,6 +86,7 @@ impl Version {
             largest_prefixes,
             level0_depth: 0,
             range_dels: std::sync::OnceLock::new(),
+            level_range_dels: Default::default(),
         }
     }
 
