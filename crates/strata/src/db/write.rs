@@ -239,8 +239,18 @@ impl Writer {
 struct GroupProgress {
     /// Queue index of the group's last writer (0 until the group is built).
     last: usize,
-    /// The group's first sequence number, once it has one.
+    /// The group's first sequence number while it counts in
+    /// `pending_groups` (logged, not yet published or given up): `None`
+    /// before and after, so a panic fails exactly what is still pending.
     first_seq: Option<SequenceNumber>,
+}
+
+/// The group whose first sequence number `pending` holds no longer counts
+/// as pending (published, or given up after an error).
+fn end_pending(st: &mut DbState, pending: &mut Option<SequenceNumber>) {
+    debug_assert!(pending.is_some() && st.pending_groups > 0);
+    st.pending_groups -= 1;
+    *pending = None;
 }
 
 /// A writer of the group behind the leader, with the index of its first
@@ -433,11 +443,12 @@ impl DbInner {
         finished: &mut Vec<Arc<Writer>>,
         progress: &GroupProgress,
     ) {
-        let e = self.stop_writes_after_panic(st, progress.first_seq);
-        if progress.first_seq.is_some() {
+        let mut pending = progress.first_seq;
+        let e = self.stop_writes_after_panic(st, pending);
+        if pending.is_some() {
             // The group counted as logged and not yet published; it never
             // will be.
-            st.pending_groups -= 1;
+            end_pending(st, &mut pending);
         }
         if finished.is_empty() {
             self.take_group_off_queue(st, progress.last, finished);
@@ -599,7 +610,7 @@ impl DbInner {
             // The log may hold part of the record; no later write may
             // follow it, so writes stop (RocksDB's background error). No
             // group came after this one: its numbers are given back.
-            st.pending_groups -= 1;
+            end_pending(st, first_seq_out);
             st.last_allocated = base;
             self.group_published.notify_all();
             self.set_log_error(st, e.clone());
@@ -638,7 +649,7 @@ impl DbInner {
             if follower_panicked {
                 // Part of a follower's batch is missing: publishing the
                 // group would show the rest of it.
-                st.pending_groups -= 1;
+                end_pending(st, first_seq_out);
                 return Err(self.stop_writes_after_panic(st, Some(first_seq)));
             }
         }
@@ -649,7 +660,7 @@ impl DbInner {
                 // A group before this one will never publish: applying it
                 // panicked (`stop_writes_after_panic`). This group is in
                 // the log, but must not become visible after a gap.
-                st.pending_groups -= 1;
+                end_pending(st, first_seq_out);
                 self.group_published.notify_all();
                 return Err(st.bg_error.clone().expect("set with unpublishable_from"));
             }
@@ -657,7 +668,7 @@ impl DbInner {
         }
         st.versions.set_last_sequence(base + records);
         self.publish_sequence(st);
-        st.pending_groups -= 1;
+        end_pending(st, first_seq_out);
         self.group_published.notify_all();
         st.write_groups += 1;
         st.group_writers += last as u64 + 1;
