@@ -118,8 +118,9 @@ impl EntryOrder for InternalKeyOrder {
     #[inline]
     fn prefix(&self, key: &[u8]) -> Option<u64> {
         // The user keys' prefixes decide `compare` where they differ.
+        let order = self.builtin?;
         let prefix = key_prefix(extract_user_key(key));
-        match self.builtin? {
+        match order {
             BuiltinOrder::Bytewise => Some(prefix),
             BuiltinOrder::ReverseBytewise => Some(!prefix),
         }

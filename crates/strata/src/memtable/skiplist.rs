@@ -568,11 +568,7 @@ impl<C: EntryOrder> SkipList<C> {
         if let Some(n_prefix) = self.order.prefix(n_key) {
             slot.store(n_prefix, Ordering::Relaxed);
         }
-        match self.order.compare(key, n_key) {
-            CmpOrdering::Less => true,
-            CmpOrdering::Greater => false,
-            CmpOrdering::Equal => panic!("duplicate skiplist key"),
-        }
+        self.sorts_before(key, n_key)
     }
 
     /// Moves the splice `s` to bracket `key` at every level below
@@ -632,7 +628,13 @@ impl<C: EntryOrder> SkipList<C> {
     /// True if `key` (being inserted) sorts before published `node`; panics
     /// if they are equal.
     fn compare_new(&self, key: &[u8], node: NonNull<Node>) -> bool {
-        match self.order.compare(key, self.key_of(node)) {
+        self.sorts_before(key, self.key_of(node))
+    }
+
+    /// True if `key` (being inserted) sorts before `other`, a published
+    /// node's key; panics if they are equal.
+    fn sorts_before(&self, key: &[u8], other: &[u8]) -> bool {
+        match self.order.compare(key, other) {
             CmpOrdering::Less => true,
             CmpOrdering::Greater => false,
             CmpOrdering::Equal => panic!("duplicate skiplist key"),
