@@ -191,6 +191,74 @@ fn flush_folds_the_operands_each_snapshot_separates() {
     assert_eq!(s.get(b"c").unwrap(), None);
 }
 
+/// A read walks a key's operands through one search per source: across
+/// the data blocks of a table (snapshots keep every operand apart, and
+/// blocks are small), across tables and the memtable, down to a base, a
+/// deletion or a range deletion, and stops at the next key.
+#[test]
+fn a_read_walks_operands_across_blocks_tables_and_memtables() {
+    let fs = Arc::new(MemFileSystem::new());
+    let mut opts = options(&fs);
+    let mut t = strata_kv::BlockBasedOptions::default();
+    t.set_block_size(256);
+    opts.set_block_based_table_factory(&t);
+    let db = DB::open(&opts, "/db").unwrap();
+    db.put(b"a", n(7)).unwrap();
+    db.put(b"b", n(1_000_000)).unwrap();
+    db.put(b"c", n(9)).unwrap();
+    let mut snapshots = Vec::new();
+    let mut want = vec![1_000_000u64];
+    for i in 1..=300u64 {
+        db.merge(b"b", n(i)).unwrap();
+        snapshots.push(db.snapshot());
+        want.push(want.last().unwrap() + i);
+        if i % 100 == 0 {
+            db.flush().unwrap(); // 100 operands, many 256-byte blocks
+        }
+        if i == 250 {
+            db.merge(b"a", n(1)).unwrap();
+        }
+    }
+    assert!(db.live_files().unwrap().len() >= 3);
+    assert_eq!(get_u64(&db, b"b"), Some(*want.last().unwrap()));
+    for (i, s) in snapshots.iter().enumerate() {
+        let got = s
+            .get(b"b")
+            .unwrap()
+            .map(|v| u64::from_le_bytes(v.try_into().unwrap()));
+        assert_eq!(got, Some(want[i + 1]), "snapshot after merge {}", i + 1);
+    }
+    assert_eq!(get_u64(&db, b"a"), Some(8));
+    assert_eq!(get_u64(&db, b"c"), Some(9));
+    let got = db.multi_get([b"a", b"b", b"c"]);
+    assert_eq!(
+        got[1].as_ref().unwrap().as_deref(),
+        Some(&n(*want.last().unwrap())[..])
+    );
+
+    // A deletion under later operands ends the walk: only they add up.
+    db.delete(b"b").unwrap();
+    for i in 1..=150u64 {
+        db.merge(b"b", n(i)).unwrap();
+        snapshots.push(db.snapshot());
+        if i == 100 {
+            db.flush().unwrap();
+        }
+    }
+    assert_eq!(get_u64(&db, b"b"), Some(150 * 151 / 2));
+    // So does a range deletion, in the memtable, over the flushed ones.
+    db.delete_range(&b"b"[..], &b"b\0"[..]).unwrap();
+    db.merge(b"b", n(5)).unwrap();
+    assert_eq!(get_u64(&db, b"b"), Some(5));
+    db.flush().unwrap();
+    assert_eq!(get_u64(&db, b"b"), Some(5));
+    assert_eq!(get_u64(&db, b"a"), Some(8));
+    assert_eq!(get_u64(&db, b"c"), Some(9));
+    // The oldest snapshots still see the first run of operands.
+    let got = snapshots[0].get(b"b").unwrap().unwrap();
+    assert_eq!(u64::from_le_bytes(got.try_into().unwrap()), want[1]);
+}
+
 #[test]
 fn merge_without_an_operator_is_not_supported() {
     let fs = Arc::new(MemFileSystem::new());

@@ -29,7 +29,8 @@ use crate::sst::{Found, MultiGetScratch, TableProbe};
 use crate::version::{FileMetaData, NUM_LEVELS};
 
 use super::inner::{DbInner, SuperVersion};
-use super::read::{memtables_get, DBPinnableSlice, MemGet, MergeFrom};
+use super::merge_operator::MergeOperands;
+use super::read::{memtables_get, DBPinnableSlice, MemGet};
 
 /// The answer for one key of a batch.
 pub(crate) type MultiGetResult = Result<Option<DBPinnableSlice>>;
@@ -132,8 +133,10 @@ impl DbInner {
         // (no further source is asked in the batch), then answered one by
         // one by the merge read.
         let mut merges = Vec::new();
+        let mut operands = MergeOperands::default();
         for (i, key) in keys.iter().enumerate() {
-            results.push(match memtables_get(sv, key, seq, floor(i)) {
+            operands.clear();
+            results.push(match memtables_get(sv, key, seq, floor(i), &mut operands) {
                 MemGet::Found(v) => Some(Ok(v)),
                 MemGet::Merge(_) => {
                     merges.push(i);
@@ -151,8 +154,7 @@ impl DbInner {
         };
         self.tables_get(sv, &pending, &mut answers, &mut scratch, fill_cache);
         for i in merges {
-            let from = MergeFrom::default();
-            results[i] = Some(self.merge_get(sv, keys[i], seq, fill_cache, from, floor(i)));
+            results[i] = Some(self.merge_get(sv, keys[i], seq, fill_cache, floor(i)));
         }
         results.into_iter().map(|r| r.unwrap_or(Ok(None))).collect()
     }

@@ -7,14 +7,14 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::iter::merging::MergingIterator;
 use crate::iter::InternalIterator;
 use crate::key::{
-    pack_trailer, parse_entry_key, Comparator, InternalKey, SequenceNumber, ValueKind,
+    pack_trailer, Comparator, InternalKey, ParsedInternalKey, SequenceNumber, ValueKind,
     TRAILER_BYTES,
 };
-use crate::memtable::{MemTable, MemTableGet};
+use crate::memtable::{MemLookup, MemTable};
 use crate::range_del::{FragmentedRangeTombstones, RangeDelView, RangeTombstone, SkipCovered};
 use crate::sst::filter::filter_hash;
 use crate::sst::BlockPropertyFilter;
@@ -106,38 +106,51 @@ impl PartialEq<[u8]> for DBPinnableSlice {
 }
 
 /// What the memtables say of a key.
-pub(super) enum MemGet {
+pub(super) enum MemGet<'s> {
     /// The newest visible version is this value, or a deletion (`None`).
     Found(Option<DBPinnableSlice>),
-    /// The newest visible version is a merge operand, in the memtable of
-    /// this position (0: the active one): the key needs
-    /// [`DbInner::merge_get`], from there.
-    Merge(usize),
+    /// The newest visible version is a merge operand. The memtables'
+    /// operands were gathered, newest first, down to the value or deletion
+    /// under them (`Some(base)`), or through the last memtable (`None`):
+    /// the walk goes on in the tables.
+    Merge(Option<Option<&'s [u8]>>),
     /// No memtable holds a visible version.
     NotFound,
 }
 
 /// The answer of the memtables of `sv` (active first, then the immutable
-/// ones newest first) for `key` at `seq`. A version older than `floor`
-/// (the newest range deletion over the key) is deleted.
-pub(super) fn memtables_get(
-    sv: &SuperVersion,
+/// ones newest first) for `key` at `seq`: one search per memtable, merge
+/// operands included (pushed onto `operands`, newest first). A version
+/// older than `floor` (the newest range deletion over the key) is deleted.
+pub(super) fn memtables_get<'s>(
+    sv: &'s SuperVersion,
     key: &[u8],
     seq: SequenceNumber,
     floor: SequenceNumber,
-) -> MemGet {
-    for (i, mem) in std::iter::once(&sv.mem).chain(sv.imm.iter()).enumerate() {
-        match mem.get_with_sequence(key, seq) {
-            Some((_, s)) if s < floor => return MemGet::Found(None),
-            Some((MemTableGet::Value(v), _)) => {
+    operands: &mut MergeOperands,
+) -> MemGet<'s> {
+    let mut mems = std::iter::once(&sv.mem).chain(sv.imm.iter());
+    for mem in mems.by_ref() {
+        match mem.lookup(key, seq, floor, operands) {
+            Some(MemLookup::Value(v)) => {
                 return MemGet::Found(Some(DBPinnableSlice::from_mem(mem, v)))
             }
-            Some((MemTableGet::Deleted, _)) => return MemGet::Found(None),
-            Some((MemTableGet::Merge, _)) => return MemGet::Merge(i),
+            Some(MemLookup::Deleted) => return MemGet::Found(None),
+            Some(MemLookup::Merge(Some(base))) => return MemGet::Merge(Some(base)),
+            Some(MemLookup::Merge(None)) => break,
             None => {}
         }
     }
-    MemGet::NotFound
+    if operands.is_empty() {
+        return MemGet::NotFound;
+    }
+    // Older memtables: the rest of the key's operands, or its base.
+    for mem in mems {
+        if let Some(base) = mem.collect_operands(key, seq, floor, operands) {
+            return MemGet::Merge(Some(base));
+        }
+    }
+    MemGet::Merge(None)
 }
 
 /// Builds the lookup key of `key` at `seq` in `stack` when it fits, else
@@ -155,45 +168,35 @@ fn with_lookup<R>(key: &[u8], seq: SequenceNumber, f: impl FnOnce(&[u8]) -> R) -
     }
 }
 
-/// Where [`DbInner::merge_get`] starts: the position of the first memtable
-/// and of the first candidate table that may hold the key.
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct MergeFrom {
-    pub(super) mem: usize,
-    pub(super) table: usize,
-}
+/// What a merge read made of one source's versions of a key: the value
+/// or deletion that ends the walk (`Some(Some(value))`, `Some(None)`), or
+/// nothing yet (`None`: the key's operands here, if any, were pushed).
+type Base = Option<Option<Vec<u8>>>;
 
-/// From `lookup`, gathers the merge operands of `key` in `it` (newest
-/// first) until a value or a deletion, which it returns (`Some(Some(value))`,
-/// `Some(None)`), or the source's versions of the key end (`None`): the
-/// table counterpart of [`MemTable::collect_operands`].
-fn walk_versions(
-    it: &mut dyn InternalIterator,
-    lookup: &[u8],
-    key: &[u8],
+/// The visitor of a merge read's walk over one table's versions of `key`,
+/// newest first: pushes operands onto `operands` until a value or a
+/// deletion, which it stores in `base` and ends the walk (returns false).
+/// A version older than `floor` is under a range deletion: a deletion.
+fn merge_visitor<'a>(
     floor: SequenceNumber,
-    ucmp: &dyn Comparator,
-    operands: &mut MergeOperands,
-) -> Result<Option<Option<Vec<u8>>>> {
-    it.seek(lookup);
-    while it.valid() {
-        let p = parse_entry_key(it.key())
-            .ok_or_else(|| Error::corruption("merge read", 0, "malformed internal key"))?;
-        if ucmp.compare(p.user_key, key) != Ordering::Equal {
-            break;
-        }
+    operands: &'a mut MergeOperands,
+    base: &'a mut Base,
+) -> impl FnMut(ParsedInternalKey<'_>, &[u8]) -> bool + 'a {
+    move |p, value| {
         if p.sequence < floor {
-            return Ok(Some(None)); // under a range deletion
+            *base = Some(None);
+            return false;
         }
         match p.kind {
-            ValueKind::Value => return Ok(Some(Some(it.value().to_vec()))),
-            ValueKind::Deletion | ValueKind::RangeDeletion => return Ok(Some(None)),
-            ValueKind::Merge => operands.push(it.value()),
+            ValueKind::Value => *base = Some(Some(value.to_vec())),
+            ValueKind::Deletion | ValueKind::RangeDeletion => *base = Some(None),
+            ValueKind::Merge => {
+                operands.push(value);
+                return true;
+            }
         }
-        it.next();
+        false
     }
-    it.status()?;
-    Ok(None)
 }
 
 impl DbInner {
@@ -232,11 +235,12 @@ impl DbInner {
         let seq = snapshot.unwrap_or(sv.sequence);
         let range_dels = self.range_del_view(sv)?;
         let floor = range_dels.max_covering(key, seq);
-        match memtables_get(sv, key, seq, floor) {
+        let mut operands = MergeOperands::default();
+        match memtables_get(sv, key, seq, floor, &mut operands) {
             MemGet::Found(v) => return Ok(v),
-            MemGet::Merge(mem) => {
-                let from = MergeFrom { mem, table: 0 };
-                return self.merge_get(sv, key, seq, fill_cache, from, floor);
+            MemGet::Merge(Some(base)) => return self.full_merge(key, base, operands),
+            MemGet::Merge(None) => {
+                return self.merge_tables(sv, key, seq, fill_cache, 0, floor, operands)
             }
             MemGet::NotFound => {}
         }
@@ -255,11 +259,7 @@ impl DbInner {
                         ValueKind::Merge => {
                             // The memtables and the tables before this one
                             // hold no version of the key.
-                            let from = MergeFrom {
-                                mem: usize::MAX,
-                                table: t,
-                            };
-                            self.merge_get(sv, key, seq, fill_cache, from, floor)
+                            self.merge_tables(sv, key, seq, fill_cache, t, floor, operands)
                         }
                     };
                 }
@@ -294,55 +294,79 @@ impl DbInner {
 
     /// The value of `key` at `seq` when its newest visible version is a
     /// merge operand: walks the versions of the key newest first, source
-    /// by source (a source's bloom filter is asked first), gathering
-    /// operands until a value or a deletion, and merges them. The sources
-    /// before `from` are known to hold no version of the key. Versions
-    /// older than `floor` are under a range deletion: the walk ends there.
+    /// by source, gathering operands until a value or a deletion, and
+    /// merges them. Versions older than `floor` are under a range
+    /// deletion: the walk ends there.
     pub(super) fn merge_get(
         &self,
         sv: &SuperVersion,
         key: &[u8],
         seq: SequenceNumber,
         fill_cache: bool,
-        from: MergeFrom,
         floor: SequenceNumber,
     ) -> Result<Option<DBPinnableSlice>> {
-        let ucmp = &*self.user_cmp;
         let mut operands = MergeOperands::default();
+        match memtables_get(sv, key, seq, floor, &mut operands) {
+            MemGet::Found(v) => Ok(v),
+            MemGet::Merge(Some(base)) => self.full_merge(key, base, operands),
+            MemGet::Merge(None) => self.merge_tables(sv, key, seq, fill_cache, 0, floor, operands),
+            // A table's version is the newest.
+            MemGet::NotFound => self.merge_tables(sv, key, seq, fill_cache, 0, floor, operands),
+        }
+    }
+
+    /// The tables' part of [`merge_get`](Self::merge_get): `operands`
+    /// holds the newer sources' operands of `key` (newest first), and the
+    /// candidate tables before `from_table` hold no version of it. Per
+    /// table, one filter probe and one search, then the walk goes on
+    /// through the key's versions in that table's blocks.
+    #[allow(clippy::too_many_arguments)]
+    fn merge_tables(
+        &self,
+        sv: &SuperVersion,
+        key: &[u8],
+        seq: SequenceNumber,
+        fill_cache: bool,
+        from_table: usize,
+        floor: SequenceNumber,
+        mut operands: MergeOperands,
+    ) -> Result<Option<DBPinnableSlice>> {
         let base = with_lookup(key, seq, |lookup| -> Result<Option<Vec<u8>>> {
-            let mems = std::iter::once(&sv.mem).chain(sv.imm.iter());
-            for mem in mems.skip(from.mem) {
-                if let Some(base) = mem.collect_operands(key, seq, floor, &mut operands) {
-                    return Ok(base.map(<[u8]>::to_vec));
-                }
-            }
             let hash = filter_hash(key);
-            for (level, f) in self.candidate_files(sv, key, lookup).skip(from.table) {
+            for (level, f) in self.candidate_files(sv, key, lookup).skip(from_table) {
                 let table = self.table_cache.get_for(f, level)?;
-                let Some(e) = table.get_opt(lookup, hash, fill_cache, floor > 0)? else {
-                    continue;
-                };
-                if e.sequence < floor {
-                    return Ok(None); // under a range deletion
-                }
-                match e.kind {
-                    ValueKind::Value => return Ok(Some(e.value.to_vec())),
-                    ValueKind::Deletion | ValueKind::RangeDeletion => return Ok(None),
-                    ValueKind::Merge => {
-                        let mut it = table.iter_opt(fill_cache);
-                        if let Some(base) =
-                            walk_versions(&mut it, lookup, key, floor, ucmp, &mut operands)?
-                        {
-                            return Ok(base);
-                        }
-                    }
+                let mut base: Base = None;
+                table.for_each_version(
+                    lookup,
+                    hash,
+                    fill_cache,
+                    &mut merge_visitor(floor, &mut operands, &mut base),
+                )?;
+                if let Some(base) = base {
+                    return Ok(base);
                 }
             }
             Ok(None)
         })?;
+        self.full_merge(key, base.as_deref(), operands)
+    }
+
+    /// The merge of `operands` (newest first, as a read gathers them) onto
+    /// `base`.
+    fn full_merge(
+        &self,
+        key: &[u8],
+        base: Option<&[u8]>,
+        mut operands: MergeOperands,
+    ) -> Result<Option<DBPinnableSlice>> {
+        if operands.is_empty() {
+            // Nothing to merge (a batched read's key whose merge operand
+            // it met is no longer the newest version): the base itself.
+            return Ok(base.map(|b| DBPinnableSlice::from_block(Bytes::copy_from_slice(b))));
+        }
         operands.reverse(); // met newest first
         let op = self.opts.merge_operator.as_deref();
-        let merged = merge_operator::resolve(op, key, base.as_deref(), &operands)?;
+        let merged = merge_operator::resolve(op, key, base, &operands)?;
         Ok(Some(DBPinnableSlice::from_block(Bytes::from(merged))))
     }
 
@@ -494,6 +518,7 @@ impl DbInner {
 mod tests {
     use super::*;
     use crate::key::{BytewiseComparator, InternalKeyComparator, MAX_SEQUENCE_NUMBER};
+    use crate::memtable::MemTableGet;
 
     fn key(i: usize) -> Vec<u8> {
         format!("key{i:06}").into_bytes()

@@ -62,6 +62,21 @@ pub enum MemTableGet<'a> {
     Merge,
 }
 
+/// What [`MemTable::lookup`] found of a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MemLookup<'a> {
+    /// The newest visible version is this value.
+    Value(&'a [u8]),
+    /// The newest visible version is a deletion, or is under a range
+    /// deletion.
+    Deleted,
+    /// The newest visible version is a merge operand. The memtable's
+    /// operands of the key were pushed (newest first) down to the value or
+    /// deletion under them (`Some(Some(value))`, `Some(None)`), or down to
+    /// the end of the key's versions here (`None`).
+    Merge(Option<Option<&'a [u8]>>),
+}
+
 /// An in-memory, sorted, concurrently readable table of recent writes.
 #[derive(Debug)]
 pub struct MemTable {
@@ -207,7 +222,51 @@ impl MemTable {
         floor: SequenceNumber,
         operands: &mut MergeOperands,
     ) -> Option<Option<&[u8]>> {
-        let mut node = with_seek_key(user_key, seq, |probe| self.list.seek(probe));
+        let node = with_seek_key(user_key, seq, |probe| self.list.seek(probe));
+        self.walk_operands(node, user_key, floor, operands)
+    }
+
+    /// A read's one search of the memtable: the newest version of
+    /// `user_key` with sequence <= `seq`, as [`MemTable::get_with_sequence`]
+    /// finds it (one older than `floor`, under a range deletion, is
+    /// [`MemLookup::Deleted`]). When that version is a merge operand, the
+    /// walk goes on from it as [`MemTable::collect_operands`] would, so
+    /// a merge read does not search the memtable a second time.
+    pub(crate) fn lookup(
+        &self,
+        user_key: &[u8],
+        seq: SequenceNumber,
+        floor: SequenceNumber,
+        operands: &mut MergeOperands,
+    ) -> Option<MemLookup<'_>> {
+        let node = with_seek_key(user_key, seq, |probe| self.list.seek(probe))?;
+        let (ikey, value) = decode_entry(node.entry());
+        let parsed = parse_internal_key(ikey).expect("memtable entry: bad internal key");
+        let user_cmp = self.comparator().user_comparator();
+        if user_cmp.compare(parsed.user_key, user_key) != CmpOrdering::Equal {
+            return None;
+        }
+        if parsed.sequence < floor {
+            return Some(MemLookup::Deleted);
+        }
+        Some(match parsed.kind {
+            ValueKind::Value => MemLookup::Value(value),
+            ValueKind::Deletion | ValueKind::RangeDeletion => MemLookup::Deleted,
+            ValueKind::Merge => {
+                operands.push(value);
+                MemLookup::Merge(self.walk_operands(node.next(), user_key, floor, operands))
+            }
+        })
+    }
+
+    /// [`MemTable::collect_operands`]' walk, from `node` on.
+    fn walk_operands<'a>(
+        &'a self,
+        mut node: Option<skiplist::NodeRef<'a>>,
+        user_key: &[u8],
+        floor: SequenceNumber,
+        operands: &mut MergeOperands,
+    ) -> Option<Option<&'a [u8]>> {
         let user_cmp = self.comparator().user_comparator();
         while let Some(n) = node {
             let (ikey, value) = decode_entry(n.entry());

@@ -129,6 +129,35 @@ impl Table {
         }
     }
 
+    /// See [`TableReader::for_each_version`]. A packed table walks with
+    /// its iterator (a seek is a few integer operations there).
+    pub(crate) fn for_each_version(
+        &self,
+        lookup: &[u8],
+        hash: u64,
+        fill_cache: bool,
+        visit: &mut dyn FnMut(crate::key::ParsedInternalKey<'_>, &[u8]) -> bool,
+    ) -> Result<()> {
+        let t = match self {
+            Table::Block(t) => return t.for_each_version(lookup, hash, fill_cache, visit),
+            Table::Packed(t) => t,
+        };
+        let user_key = crate::key::extract_user_key(lookup);
+        let mut it = t.iter();
+        it.seek(lookup);
+        while it.valid() {
+            let parsed = crate::key::parse_entry_key(it.key()).ok_or_else(|| {
+                crate::error::Error::corruption(&**t.name(), 0, "malformed internal key")
+            })?;
+            let same = t.user_comparator().compare(parsed.user_key, user_key);
+            if same != std::cmp::Ordering::Equal || !visit(parsed, it.value()) {
+                return Ok(());
+            }
+            it.next();
+        }
+        it.status()
+    }
+
     /// See [`TableReader::multi_get`].
     pub(crate) fn multi_get(
         &self,

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{
     extract_user_key, parse_entry_key, BuiltinOrder, BytewiseComparator, Comparator,
-    InternalKeyComparator, SequenceNumber, SliceTransform, ValueKind,
+    InternalKeyComparator, ParsedInternalKey, SequenceNumber, SliceTransform, ValueKind,
 };
 use crate::util::coding::Decoder;
 
@@ -479,6 +479,60 @@ impl TableReader {
         let index = self.index()?;
         let first = index.array.lower_bound(lookup);
         self.get_from_block(&index.array, first, lookup, hash, fill_cache)
+    }
+
+    /// Visits the entries of `lookup`'s user key from `lookup` on (its
+    /// versions at or below the lookup's sequence number, newest first)
+    /// until `visit` returns false or the key's entries end, in this block
+    /// or the next ones. One filter probe, one index search and one block
+    /// seek: a merge read's walk over a key's operands, which through
+    /// [`get_opt`](Self::get_opt) and then an iterator took two of each.
+    pub(crate) fn for_each_version(
+        &self,
+        lookup: &[u8],
+        hash: u64,
+        fill_cache: bool,
+        visit: &mut dyn FnMut(ParsedInternalKey<'_>, &[u8]) -> bool,
+    ) -> Result<()> {
+        let user_key = extract_user_key(lookup);
+        if let Some(filter) = self.filter()? {
+            let probe = self.probe_hash(user_key, hash);
+            if probe.is_some_and(|h| !filter.may_contain_hash(h)) {
+                return Ok(());
+            }
+        }
+        let index = self.index()?;
+        let first = index.array.lower_bound(lookup);
+        for i in first..index.array.len() {
+            let handle = index.array.handle(i);
+            let block =
+                self.read_data_block_with(handle, fill_cache, |b| b.prefetch_for_get(hash))?;
+            let mut it = self.data_block_iter(block);
+            if i == first {
+                it.seek_for_get(lookup, hash);
+            } else {
+                // Every key of a later block is after `lookup`.
+                it.seek_to_first();
+            }
+            while it.valid() {
+                let Some(parsed) = parse_entry_key(it.key()) else {
+                    return Err(Error::corruption(
+                        &*self.name,
+                        handle.offset,
+                        "data block holds a malformed internal key",
+                    ));
+                };
+                if self.user_cmp.compare(parsed.user_key, user_key) != Ordering::Equal {
+                    return Ok(());
+                }
+                if !visit(parsed, it.value()) {
+                    return Ok(());
+                }
+                it.next();
+            }
+            it.status()?;
+        }
+        Ok(())
     }
 
     /// The rest of a point lookup once `index` has named data block `first`

@@ -284,7 +284,7 @@ impl PackedTableReader {
         &self.icmp
     }
 
-    pub(super) fn user_comparator(&self) -> &dyn Comparator {
+    pub(crate) fn user_comparator(&self) -> &dyn Comparator {
         &*self.user_cmp
     }
 
