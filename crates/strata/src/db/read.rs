@@ -173,6 +173,15 @@ fn with_lookup<R>(key: &[u8], seq: SequenceNumber, f: impl FnOnce(&[u8]) -> R) -
 /// nothing yet (`None`: the key's operands here, if any, were pushed).
 type Base = Option<Option<Vec<u8>>>;
 
+/// How a read's walk through the tables ended.
+enum TablesEnd {
+    /// With the answer: a value (pinned in its block), or none.
+    Answer(Option<DBPinnableSlice>),
+    /// With merge operands gathered, down to this base (a value) or to a
+    /// deletion or the end of the key's versions (`None`).
+    Merge(Option<Vec<u8>>),
+}
+
 /// The visitor of a merge read's walk over one table's versions of `key`,
 /// newest first: pushes operands onto `operands` until a value or a
 /// deletion, which it stores in `base` and ends the walk (returns false).
@@ -240,32 +249,72 @@ impl DbInner {
             MemGet::Found(v) => return Ok(v),
             MemGet::Merge(Some(base)) => return self.full_merge(key, base, operands),
             MemGet::Merge(None) => {
-                return self.merge_tables(sv, key, seq, fill_cache, 0, floor, operands)
+                return self.get_from_tables(sv, key, seq, fill_cache, floor, operands, true)
             }
             MemGet::NotFound => {}
         }
+        self.get_from_tables(sv, key, seq, fill_cache, floor, operands, false)
+    }
+
+    /// The tables' part of a read of `key` at `seq`, newest first. With
+    /// `merging`, `operands` holds the newer sources' merge operands of
+    /// the key (newest first) and every table's versions add to them;
+    /// otherwise the first version found answers, unless it is a merge
+    /// operand, from which the walk goes on without searching that table
+    /// again. Per table: one filter probe, one index search, one block
+    /// seek.
+    #[allow(clippy::too_many_arguments)]
+    fn get_from_tables(
+        &self,
+        sv: &SuperVersion,
+        key: &[u8],
+        seq: SequenceNumber,
+        fill_cache: bool,
+        floor: SequenceNumber,
+        mut operands: MergeOperands,
+        mut merging: bool,
+    ) -> Result<Option<DBPinnableSlice>> {
         // The lookup key is built on the stack when it fits (most keys).
-        with_lookup(key, seq, |lookup| {
+        let end = with_lookup(key, seq, |lookup| -> Result<TablesEnd> {
             let hash = filter_hash(key);
-            for (t, (level, f)) in self.candidate_files(sv, key, lookup).enumerate() {
+            let mut base: Base = None;
+            for (level, f) in self.candidate_files(sv, key, lookup) {
                 let table = self.table_cache.get_for(f, level)?;
-                if let Some(e) = table.get_opt(lookup, hash, fill_cache, floor > 0)? {
+                let mut visit = merge_visitor(floor, &mut operands, &mut base);
+                if merging {
+                    table.for_each_version(lookup, hash, fill_cache, &mut visit)?;
+                } else if let Some(e) =
+                    table.get_opt(lookup, hash, fill_cache, floor > 0, Some(&mut visit))?
+                {
                     if e.sequence < floor {
-                        return Ok(None); // under a range deletion
+                        return Ok(TablesEnd::Answer(None)); // under a range deletion
                     }
-                    return match e.kind {
-                        ValueKind::Value => Ok(Some(DBPinnableSlice::from_block(e.value))),
-                        ValueKind::Deletion | ValueKind::RangeDeletion => Ok(None),
-                        ValueKind::Merge => {
-                            // The memtables and the tables before this one
-                            // hold no version of the key.
-                            self.merge_tables(sv, key, seq, fill_cache, t, floor, operands)
+                    match e.kind {
+                        ValueKind::Value => {
+                            let value = DBPinnableSlice::from_block(e.value);
+                            return Ok(TablesEnd::Answer(Some(value)));
                         }
-                    };
+                        ValueKind::Deletion | ValueKind::RangeDeletion => {
+                            return Ok(TablesEnd::Answer(None))
+                        }
+                        // Visited, with the table's older versions.
+                        ValueKind::Merge => merging = true,
+                    }
+                }
+                drop(visit);
+                if let Some(base) = base.take() {
+                    return Ok(TablesEnd::Merge(base));
                 }
             }
-            Ok(None)
-        })
+            Ok(match merging {
+                true => TablesEnd::Merge(None),
+                false => TablesEnd::Answer(None),
+            })
+        })?;
+        match end {
+            TablesEnd::Answer(v) => Ok(v),
+            TablesEnd::Merge(base) => self.full_merge(key, base.as_deref(), operands),
+        }
     }
 
     /// The table files of `sv` that may hold `key`, newest first: L0's
@@ -293,10 +342,10 @@ impl DbInner {
     }
 
     /// The value of `key` at `seq` when its newest visible version is a
-    /// merge operand: walks the versions of the key newest first, source
-    /// by source, gathering operands until a value or a deletion, and
-    /// merges them. Versions older than `floor` are under a range
-    /// deletion: the walk ends there.
+    /// merge operand (a batched read's keys that meet one): walks the
+    /// versions of the key newest first, source by source, gathering
+    /// operands until a value or a deletion, and merges them. Versions
+    /// older than `floor` are under a range deletion: the walk ends there.
     pub(super) fn merge_get(
         &self,
         sv: &SuperVersion,
@@ -309,46 +358,13 @@ impl DbInner {
         match memtables_get(sv, key, seq, floor, &mut operands) {
             MemGet::Found(v) => Ok(v),
             MemGet::Merge(Some(base)) => self.full_merge(key, base, operands),
-            MemGet::Merge(None) => self.merge_tables(sv, key, seq, fill_cache, 0, floor, operands),
-            // A table's version is the newest.
-            MemGet::NotFound => self.merge_tables(sv, key, seq, fill_cache, 0, floor, operands),
-        }
-    }
-
-    /// The tables' part of [`merge_get`](Self::merge_get): `operands`
-    /// holds the newer sources' operands of `key` (newest first), and the
-    /// candidate tables before `from_table` hold no version of it. Per
-    /// table, one filter probe and one search, then the walk goes on
-    /// through the key's versions in that table's blocks.
-    #[allow(clippy::too_many_arguments)]
-    fn merge_tables(
-        &self,
-        sv: &SuperVersion,
-        key: &[u8],
-        seq: SequenceNumber,
-        fill_cache: bool,
-        from_table: usize,
-        floor: SequenceNumber,
-        mut operands: MergeOperands,
-    ) -> Result<Option<DBPinnableSlice>> {
-        let base = with_lookup(key, seq, |lookup| -> Result<Option<Vec<u8>>> {
-            let hash = filter_hash(key);
-            for (level, f) in self.candidate_files(sv, key, lookup).skip(from_table) {
-                let table = self.table_cache.get_for(f, level)?;
-                let mut base: Base = None;
-                table.for_each_version(
-                    lookup,
-                    hash,
-                    fill_cache,
-                    &mut merge_visitor(floor, &mut operands, &mut base),
-                )?;
-                if let Some(base) = base {
-                    return Ok(base);
-                }
+            MemGet::Merge(None) => {
+                self.get_from_tables(sv, key, seq, fill_cache, floor, operands, true)
             }
-            Ok(None)
-        })?;
-        self.full_merge(key, base.as_deref(), operands)
+            MemGet::NotFound => {
+                self.get_from_tables(sv, key, seq, fill_cache, floor, operands, false)
+            }
+        }
     }
 
     /// The merge of `operands` (newest first, as a read gathers them) onto
@@ -359,11 +375,6 @@ impl DbInner {
         base: Option<&[u8]>,
         mut operands: MergeOperands,
     ) -> Result<Option<DBPinnableSlice>> {
-        if operands.is_empty() {
-            // Nothing to merge (a batched read's key whose merge operand
-            // it met is no longer the newest version): the base itself.
-            return Ok(base.map(|b| DBPinnableSlice::from_block(Bytes::copy_from_slice(b))));
-        }
         operands.reverse(); // met newest first
         let op = self.opts.merge_operator.as_deref();
         let merged = merge_operator::resolve(op, key, base, &operands)?;

@@ -46,7 +46,9 @@ pub use properties::TableProperties;
 pub(crate) use table::{Found, Table, TableIter, TableOpenOptions, TableWriter};
 pub use table_builder::TableBuilder;
 pub use table_iter::TableIterator;
-pub(crate) use table_reader::{MetaPlacement, MultiGetScratch, TableIndex, TableProbe};
+pub(crate) use table_reader::{
+    MetaPlacement, MultiGetScratch, TableIndex, TableProbe, VersionVisitor,
+};
 pub use table_reader::{TableEntry, TableReader};
 
 /// Metaindex name of the bloom filter block.

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use super::packed::{is_packed_table, PackedTableBuilder, PackedTableIterator, PackedTableReader};
 use super::{
     BlockPropertyFilter, MetaPlacement, MultiGetScratch, TableBuilder, TableEntry, TableIterator,
-    TableOptions, TableProbe, TableProperties, TableReader,
+    TableOptions, TableProbe, TableProperties, TableReader, VersionVisitor,
 };
 
 /// What a table holds for a database read: the newest visible entry's
@@ -105,8 +105,8 @@ impl Table {
         }
     }
 
-    /// See [`TableReader::get_opt`]; only what a database read needs.
-    /// A packed table reads the entry's sequence number only if
+    /// See [`TableReader::get_opt_walk`]; only what a database read
+    /// needs. A packed table reads the entry's sequence number only if
     /// `need_sequence` (a range deletion may hide it).
     #[inline]
     pub(crate) fn get_opt(
@@ -115,16 +115,24 @@ impl Table {
         hash: u64,
         fill_cache: bool,
         need_sequence: bool,
+        on_merge: Option<&mut VersionVisitor<'_>>,
     ) -> Result<Option<Found>> {
         match self {
-            Table::Block(t) => Ok(t.get_opt(lookup, hash, fill_cache)?.map(Found::from)),
+            Table::Block(t) => Ok(t
+                .get_opt_walk(lookup, hash, fill_cache, on_merge)?
+                .map(Found::from)),
             Table::Packed(t) => {
-                Ok(t.get_value(lookup, need_sequence)?
-                    .map(|(sequence, kind, value)| Found {
-                        sequence,
-                        kind,
-                        value,
-                    }))
+                let Some((sequence, kind, value)) = t.get_value(lookup, need_sequence)? else {
+                    return Ok(None);
+                };
+                if let (ValueKind::Merge, Some(visit)) = (kind, on_merge) {
+                    self.for_each_version(lookup, hash, fill_cache, visit)?;
+                }
+                Ok(Some(Found {
+                    sequence,
+                    kind,
+                    value,
+                }))
             }
         }
     }
@@ -136,7 +144,7 @@ impl Table {
         lookup: &[u8],
         hash: u64,
         fill_cache: bool,
-        visit: &mut dyn FnMut(crate::key::ParsedInternalKey<'_>, &[u8]) -> bool,
+        visit: &mut VersionVisitor<'_>,
     ) -> Result<()> {
         let t = match self {
             Table::Block(t) => return t.for_each_version(lookup, hash, fill_cache, visit),

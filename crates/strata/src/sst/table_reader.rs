@@ -40,6 +40,10 @@ use meta::Meta;
 pub(crate) use meta::{MetaPlacement, TableIndex};
 pub(crate) use multi_get::{MultiGetScratch, TableProbe};
 
+/// A visitor of a key's versions, newest first (internal key parts, value):
+/// true to go on to the next version.
+pub(crate) type VersionVisitor<'a> = dyn FnMut(ParsedInternalKey<'_>, &[u8]) -> bool + 'a;
+
 /// The newest entry for a user key at or below a lookup's sequence number.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableEntry {
@@ -470,6 +474,21 @@ impl TableReader {
         hash: u64,
         fill_cache: bool,
     ) -> Result<Option<TableEntry>> {
+        self.get_opt_walk(lookup, hash, fill_cache, None)
+    }
+
+    /// [`TableReader::get_opt`]; when the entry found is a merge operand
+    /// and `on_merge` is given, it also visits that entry and the key's
+    /// older versions after it, as [`for_each_version`](Self::for_each_version)
+    /// does, from the same position: a merge read does not search the
+    /// table again.
+    pub(crate) fn get_opt_walk(
+        &self,
+        lookup: &[u8],
+        hash: u64,
+        fill_cache: bool,
+        on_merge: Option<&mut VersionVisitor<'_>>,
+    ) -> Result<Option<TableEntry>> {
         if let Some(filter) = self.filter()? {
             let probe = self.probe_hash(extract_user_key(lookup), hash);
             if probe.is_some_and(|h| !filter.may_contain_hash(h)) {
@@ -478,7 +497,7 @@ impl TableReader {
         }
         let index = self.index()?;
         let first = index.array.lower_bound(lookup);
-        self.get_from_block(&index.array, first, lookup, hash, fill_cache)
+        self.get_from_block(&index.array, first, lookup, hash, fill_cache, on_merge)
     }
 
     /// Visits the entries of `lookup`'s user key from `lookup` on (its
@@ -492,7 +511,7 @@ impl TableReader {
         lookup: &[u8],
         hash: u64,
         fill_cache: bool,
-        visit: &mut dyn FnMut(ParsedInternalKey<'_>, &[u8]) -> bool,
+        visit: &mut VersionVisitor<'_>,
     ) -> Result<()> {
         let user_key = extract_user_key(lookup);
         if let Some(filter) = self.filter()? {
@@ -503,22 +522,35 @@ impl TableReader {
         }
         let index = self.index()?;
         let first = index.array.lower_bound(lookup);
-        for i in first..index.array.len() {
-            let handle = index.array.handle(i);
-            let block =
-                self.read_data_block_with(handle, fill_cache, |b| b.prefetch_for_get(hash))?;
-            let mut it = self.data_block_iter(block);
-            if i == first {
-                it.seek_for_get(lookup, hash);
-            } else {
-                // Every key of a later block is after `lookup`.
-                it.seek_to_first();
-            }
+        if first == index.array.len() {
+            return Ok(());
+        }
+        let handle = index.array.handle(first);
+        let block = self.read_data_block_with(handle, fill_cache, |b| b.prefetch_for_get(hash))?;
+        let mut it = self.data_block_iter(block);
+        it.seek_for_get(lookup, hash);
+        self.walk_versions(&index.array, first, it, user_key, fill_cache, visit)
+    }
+
+    /// The walk of [`for_each_version`](Self::for_each_version) from `it`,
+    /// an iterator over data block `i` positioned at the first entry to
+    /// visit (or past the block's end: the walk goes on in the next
+    /// block).
+    fn walk_versions(
+        &self,
+        index: &IndexArray,
+        mut i: usize,
+        mut it: super::block::BlockIter,
+        user_key: &[u8],
+        fill_cache: bool,
+        visit: &mut VersionVisitor<'_>,
+    ) -> Result<()> {
+        loop {
             while it.valid() {
                 let Some(parsed) = parse_entry_key(it.key()) else {
                     return Err(Error::corruption(
                         &*self.name,
-                        handle.offset,
+                        index.handle(i).offset,
                         "data block holds a malformed internal key",
                     ));
                 };
@@ -531,8 +563,15 @@ impl TableReader {
                 it.next();
             }
             it.status()?;
+            i += 1;
+            if i == index.len() {
+                return Ok(());
+            }
+            // Every key of a later block is after the ones visited.
+            let block = self.read_data_block_with(index.handle(i), fill_cache, |_| {})?;
+            it = self.data_block_iter(block);
+            it.seek_to_first();
         }
-        Ok(())
     }
 
     /// The rest of a point lookup once `index` has named data block `first`
@@ -544,6 +583,7 @@ impl TableReader {
         lookup: &[u8],
         hash: u64,
         fill_cache: bool,
+        on_merge: Option<&mut VersionVisitor<'_>>,
     ) -> Result<Option<TableEntry>> {
         debug_assert_eq!(hash, super::filter::filter_hash(extract_user_key(lookup)));
         // The separator of a block is < the first key of the next block, so
@@ -556,6 +596,12 @@ impl TableReader {
             let mut it = self.data_block_iter(block);
             it.seek_for_get(lookup, hash);
             if let Some(found) = self.entry_at(&it, lookup, handle.offset)? {
+                if let (Some(TableEntry { kind, .. }), Some(visit)) = (&found, on_merge) {
+                    if *kind == ValueKind::Merge {
+                        let user_key = extract_user_key(lookup);
+                        self.walk_versions(index, i, it, user_key, fill_cache, visit)?;
+                    }
+                }
                 return Ok(found);
             }
         }

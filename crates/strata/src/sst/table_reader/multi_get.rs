@@ -221,7 +221,9 @@ impl TableReader {
                 Ok(Some(found)) => Ok(found),
                 // Every key of the block is below the lookup: a separator
                 // that is not tight, so the answer may be in a later block.
-                Ok(None) => self.get_from_block(index, block_index + 1, lookup, hash, fill_cache),
+                Ok(None) => {
+                    self.get_from_block(index, block_index + 1, lookup, hash, fill_cache, None)
+                }
                 Err(e) => Err(e),
             };
             match decided {
