@@ -58,8 +58,15 @@
 //! visits the node anyway. A concurrent inserter cannot keep it (two of
 //! them may relink one slot at once), so after each link it makes it
 //! sets the slot's hint to [`NO_HINT`]; the writer lock orders that before
-//! the one writer's next read. Readers never read hints. Level 0 has none:
-//! eight more bytes on every node for one comparison per insert.
+//! the one writer's next read. Level 0 has none: eight more bytes on
+//! every node for one comparison per insert.
+//!
+//! Readers, which take no lock, may meet a stale hint: a link changed and
+//! its hint not yet, or the other way round. They trust a hint only to go
+//! *down*: a hint after the key ends the level's search without visiting
+//! the node. Going down early is always correct (the levels below hold
+//! every node, and level 0, which decides the answer, has no hint); it
+//! only costs steps. To go right they visit the node, as before.
 //!
 //! `size` is a varint of `entry_len << 4 | height` (RocksDB's
 //! `InlineSkipList` stores neither: its entries delimit themselves). One
@@ -684,13 +691,20 @@ impl<C: EntryOrder> SkipList<C> {
 
     /// Finds the first node with key >= `key`.
     fn find_greater_or_equal(&self, key: &[u8]) -> Option<NonNull<Node>> {
+        let prefix = self.order.prefix(key);
         let mut x = self.head;
         let mut level = self.max_height.load(Ordering::Relaxed) - 1;
         loop {
             // SAFETY: `x` is the head or a node reached at `level`.
             let n = unsafe { next(x, level) };
             match n {
-                Some(n) if self.order.compare(self.key_of(n), key) == CmpOrdering::Less => x = n,
+                // SAFETY: as for `next`.
+                Some(n)
+                    if !unsafe { self.hint_says_after(prefix, x, level) }
+                        && self.order.compare(self.key_of(n), key) == CmpOrdering::Less =>
+                {
+                    x = n
+                }
                 _ => {
                     if level == 0 {
                         return n;
@@ -699,6 +713,31 @@ impl<C: EntryOrder> SkipList<C> {
                 }
             }
         }
+    }
+
+    /// For a reader: whether the hint of `x`'s link at `level` shows that
+    /// the node the link points to sorts after a key whose prefix is
+    /// `prefix`, so the search goes down a level without reading that
+    /// node. A reader may meet a hint that is stale (the one writer, or a
+    /// concurrent inserter, changing the link beside it), so it trusts a
+    /// hint only for this: going down early is always correct (every node
+    /// is on the levels below, and level 0 has no hint), it only costs
+    /// steps. The writer, which alone keeps hints exact, also uses them to
+    /// go right ([`compare_by_hint`](Self::compare_by_hint)).
+    ///
+    /// # Safety
+    /// `x` is the head or a published node that reaches `level`.
+    #[inline]
+    unsafe fn hint_says_after(&self, prefix: Option<u64>, x: NonNull<Node>, level: usize) -> bool {
+        let Some(prefix) = prefix else {
+            return false;
+        };
+        if level == 0 {
+            return false;
+        }
+        // SAFETY: `x` reaches `level >= 1` (contract).
+        let known = unsafe { hint(x, level).as_ref() }.load(Ordering::Relaxed);
+        known != NO_HINT && prefix < known
     }
 
     /// The ordering key of a published node.
@@ -1067,12 +1106,20 @@ mod tests {
         let mut model = BTreeSet::new();
         for round in 0..rounds {
             let done = AtomicBool::new(false);
+            // Keys already in the list, which every seek during the round
+            // must find (readers trust hints the inserters are changing).
+            let present: Vec<Vec<u8>> = model.iter().step_by(7).cloned().collect();
             std::thread::scope(|scope| {
                 let list = &list;
                 let done = &done;
+                let present = &present;
                 let reader = scope.spawn(move || {
                     let mut walks = 0;
                     while !done.load(Ordering::Acquire) || walks == 0 {
+                        for k in present.iter().skip(walks % 5).step_by(5) {
+                            let found = list.seek(k).map(|n| n.entry());
+                            assert_eq!(found, Some(&k[..]), "a present key not found");
+                        }
                         let mut prev: Option<&[u8]> = None;
                         let mut n = list.first();
                         while let Some(node) = n {
