@@ -37,8 +37,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::key::{
-    pack_trailer, parse_internal_key, InternalKey, InternalKeyComparator, SequenceNumber,
-    ValueKind, MAX_SEQUENCE_NUMBER, TRAILER_BYTES,
+    pack_trailer, parse_internal_key, InternalKey, InternalKeyComparator, ParsedInternalKey,
+    SequenceNumber, ValueKind, MAX_SEQUENCE_NUMBER, TRAILER_BYTES,
 };
 use crate::limits::{KEY_SIZE_BYTES_MAX, VALUE_SIZE_BYTES_MAX};
 
@@ -194,13 +194,7 @@ impl MemTable {
         user_key: &[u8],
         seq: SequenceNumber,
     ) -> Option<(MemTableGet<'_>, SequenceNumber)> {
-        let node = with_seek_key(user_key, seq, |probe| self.list.seek(probe))?;
-        let (ikey, value) = decode_entry(node.entry());
-        let parsed = parse_internal_key(ikey).expect("memtable entry: bad internal key");
-        let user_cmp = self.comparator().user_comparator();
-        if user_cmp.compare(parsed.user_key, user_key) != CmpOrdering::Equal {
-            return None;
-        }
+        let (_, parsed, value) = self.newest(user_key, seq)?;
         let found = match parsed.kind {
             ValueKind::Value => MemTableGet::Value(value),
             ValueKind::Merge => MemTableGet::Merge,
@@ -239,13 +233,7 @@ impl MemTable {
         floor: SequenceNumber,
         operands: &mut MergeOperands,
     ) -> Option<MemLookup<'_>> {
-        let node = with_seek_key(user_key, seq, |probe| self.list.seek(probe))?;
-        let (ikey, value) = decode_entry(node.entry());
-        let parsed = parse_internal_key(ikey).expect("memtable entry: bad internal key");
-        let user_cmp = self.comparator().user_comparator();
-        if user_cmp.compare(parsed.user_key, user_key) != CmpOrdering::Equal {
-            return None;
-        }
+        let (node, parsed, value) = self.newest(user_key, seq)?;
         if parsed.sequence < floor {
             return Some(MemLookup::Deleted);
         }
@@ -257,6 +245,23 @@ impl MemTable {
                 MemLookup::Merge(self.walk_operands(node.next(), user_key, floor, operands))
             }
         })
+    }
+
+    /// The newest version of `user_key` with sequence <= `seq`: its node,
+    /// internal key and value; one seek.
+    fn newest(
+        &self,
+        user_key: &[u8],
+        seq: SequenceNumber,
+    ) -> Option<(skiplist::NodeRef<'_>, ParsedInternalKey<'_>, &[u8])> {
+        let node = with_seek_key(user_key, seq, |probe| self.list.seek(probe))?;
+        let (ikey, value) = decode_entry(node.entry());
+        let parsed = parse_internal_key(ikey).expect("memtable entry: bad internal key");
+        let user_cmp = self.comparator().user_comparator();
+        if user_cmp.compare(parsed.user_key, user_key) != CmpOrdering::Equal {
+            return None;
+        }
+        Some((node, parsed, value))
     }
 
     /// [`MemTable::collect_operands`]' walk, from `node` on.
