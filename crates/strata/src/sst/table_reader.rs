@@ -489,15 +489,22 @@ impl TableReader {
         fill_cache: bool,
         on_merge: Option<&mut VersionVisitor<'_>>,
     ) -> Result<Option<TableEntry>> {
-        if let Some(filter) = self.filter()? {
-            let probe = self.probe_hash(extract_user_key(lookup), hash);
-            if probe.is_some_and(|h| !filter.may_contain_hash(h)) {
-                return Ok(None);
-            }
+        if self.filter_excludes(extract_user_key(lookup), hash)? {
+            return Ok(None);
         }
         let index = self.index()?;
         let first = index.array.lower_bound(lookup);
         self.get_from_block(&index.array, first, lookup, hash, fill_cache, on_merge)
+    }
+
+    /// True if the table's filter proves that `user_key` (whose
+    /// [`filter_hash`] is `hash`) is not in the table.
+    fn filter_excludes(&self, user_key: &[u8], hash: u64) -> Result<bool> {
+        let Some(filter) = self.filter()? else {
+            return Ok(false);
+        };
+        let probe = self.probe_hash(user_key, hash);
+        Ok(probe.is_some_and(|h| !filter.may_contain_hash(h)))
     }
 
     /// Visits the entries of `lookup`'s user key from `lookup` on (its
@@ -514,11 +521,8 @@ impl TableReader {
         visit: &mut VersionVisitor<'_>,
     ) -> Result<()> {
         let user_key = extract_user_key(lookup);
-        if let Some(filter) = self.filter()? {
-            let probe = self.probe_hash(user_key, hash);
-            if probe.is_some_and(|h| !filter.may_contain_hash(h)) {
-                return Ok(());
-            }
+        if self.filter_excludes(user_key, hash)? {
+            return Ok(());
         }
         let index = self.index()?;
         let first = index.array.lower_bound(lookup);
