@@ -1,6 +1,7 @@
-//! The index block of an open table, decoded once into arrays for point
-//! lookups: each entry's separator (an internal key) with its user key's
-//! 8-byte prefix as a big-endian integer, and its data block handle.
+//! The index block of an open table, arranged once for point lookups:
+//! each entry's user key's 8-byte prefix as a big-endian integer, and where
+//! its separator (an internal key) and its data block handle lie in the
+//! index block, which the array shares (reference counted, no copy).
 //!
 //! A lookup in the index block itself binary-searches restart points,
 //! decoding a prefix-compressed key and calling the comparator through a
@@ -11,21 +12,36 @@
 //! technique), first over a summary of every 32nd prefix that stays in the
 //! CPU caches, then over one bucket of 32 whose cache lines load together;
 //! user comparators take a plain binary search over the
-//! decoded separators. Iterators keep reading the index block.
+//! separators. Iterators keep reading the index block.
 //!
-//! Memory: about the index block's size again (separators stored whole,
-//! 8 + 16 + 4 bytes per entry besides), held as long as the reader is.
+//! Memory: 16 bytes per entry (the prefix and two block offsets), plus
+//! the summary. Index blocks are written with a restart interval of 1
+//! (the default, as RocksDB's), so every separator is stored whole in the
+//! block and read there. A block written with a longer interval shares key
+//! bytes between entries; its separators are then copied out whole, once.
 
 use std::sync::Arc;
+
+use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::prefix_search::{compare_internal_in, key_prefix, lower_bound_in, summarize};
 use crate::key::{extract_user_key, BuiltinOrder, Comparator};
+use crate::util::coding::Decoder;
 
 use super::block::Block;
 use super::format::BlockHandle;
 use super::index::IndexValue;
+
+/// Where the separators are.
+enum Separators {
+    /// In the index block: separator `i` is `data[starts[i]..values[i]]`.
+    InBlock(Vec<u32>),
+    /// Copied out, concatenated; separator `i` ends at `ends[i]` and starts
+    /// at the end of `i - 1`.
+    Copied { keys: Vec<u8>, ends: Vec<u32> },
+}
 
 /// A table's index entries, decoded.
 pub(crate) struct IndexArray {
@@ -33,11 +49,11 @@ pub(crate) struct IndexArray {
     prefixes: Vec<u64>,
     /// `summarize(prefixes)`: the search starts there.
     summary: Vec<u64>,
-    /// The separators, concatenated.
-    keys: Vec<u8>,
-    /// End of separator `i` in `keys` (it starts at the end of `i - 1`).
-    key_ends: Vec<u32>,
-    handles: Vec<BlockHandle>,
+    /// The index block's contents.
+    data: Bytes,
+    /// Offset in `data` of entry `i`'s value: its block handle, validated.
+    values: Vec<u32>,
+    separators: Separators,
     /// The user comparator's order when built in.
     order: Option<BuiltinOrder>,
     /// The internal-key comparator, for user comparators.
@@ -56,71 +72,126 @@ impl IndexArray {
         name: &str,
         index_offset: u64,
     ) -> Result<IndexArray> {
-        let mut a = IndexArray {
-            prefixes: Vec::new(),
-            summary: Vec::new(),
-            keys: Vec::with_capacity(index.size()),
-            key_ends: Vec::new(),
-            handles: Vec::new(),
-            order,
-            icmp: icmp.clone(),
-        };
-        let mut it = index.iter(icmp);
+        let data = index.data().clone();
+        let base = data.as_ptr() as usize;
+        let mut prefixes = Vec::new();
+        let mut values = Vec::new();
+        let mut starts = Vec::new();
+        // Separators copied out, from the first one not stored whole.
+        let mut copied: Option<(Vec<u8>, Vec<u32>)> = None;
+        let too_large = || Error::corruption(name, index_offset, "index block larger than 4 GiB");
+        let mut it = index.iter(icmp.clone());
         it.seek_to_first();
         while it.valid() {
-            let v = IndexValue::decode(it.value()).ok_or_else(|| {
-                Error::corruption(
+            let (key, value) = (it.key(), it.value());
+            if IndexValue::decode(value).is_none() {
+                return Err(Error::corruption(
                     name,
                     index_offset,
                     "index entry holds a malformed block handle",
-                )
-            })?;
-            a.prefixes.push(key_prefix(extract_user_key(it.key())));
-            a.keys.extend_from_slice(it.key());
-            let end = u32::try_from(a.keys.len()).map_err(|_| {
-                Error::corruption(name, index_offset, "index block separators exceed 4 GiB")
-            })?;
-            a.key_ends.push(end);
-            a.handles.push(v.handle);
+                ));
+            }
+            prefixes.push(key_prefix(extract_user_key(key)));
+            // The value is a slice of the block; the key is one too when
+            // its entry shares no bytes with the one before.
+            let at = value.as_ptr() as usize - base;
+            values.push(u32::try_from(at).map_err(|_| too_large())?);
+            let start = at.checked_sub(key.len());
+            match (&mut copied, start) {
+                (None, Some(start)) if data[start..at] == *key => {
+                    starts.push(u32::try_from(start).map_err(|_| too_large())?);
+                }
+                (None, _) => {
+                    let mut keys = Vec::with_capacity(index.size());
+                    let mut ends = Vec::with_capacity(starts.len() + 1);
+                    for (&s, &v) in starts.iter().zip(&values) {
+                        keys.extend_from_slice(&data[s as usize..v as usize]);
+                        ends.push(keys.len() as u32);
+                    }
+                    keys.extend_from_slice(key);
+                    ends.push(u32::try_from(keys.len()).map_err(|_| too_large())?);
+                    copied = Some((keys, ends));
+                    starts = Vec::new();
+                }
+                (Some((keys, ends)), _) => {
+                    keys.extend_from_slice(key);
+                    ends.push(u32::try_from(keys.len()).map_err(|_| too_large())?);
+                }
+            }
             it.next();
         }
         it.status()?;
-        a.keys.shrink_to_fit();
-        a.summary = summarize(&a.prefixes);
+        let separators = match copied {
+            None => {
+                starts.shrink_to_fit();
+                Separators::InBlock(starts)
+            }
+            Some((mut keys, mut ends)) => {
+                keys.shrink_to_fit();
+                ends.shrink_to_fit();
+                Separators::Copied { keys, ends }
+            }
+        };
+        prefixes.shrink_to_fit();
+        values.shrink_to_fit();
+        let a = IndexArray {
+            summary: summarize(&prefixes),
+            prefixes,
+            data,
+            values,
+            separators,
+            order,
+            icmp,
+        };
         #[cfg(debug_assertions)]
         a.check_order(name);
         Ok(a)
     }
 
-    /// Bytes in memory (what a block cache is charged for it).
+    /// Bytes in memory besides the index block (what a block cache is
+    /// charged for the arrays).
     pub(crate) fn memory_bytes(&self) -> usize {
+        let separators = match &self.separators {
+            Separators::InBlock(starts) => starts.capacity() * std::mem::size_of::<u32>(),
+            Separators::Copied { keys, ends } => {
+                keys.capacity() + ends.capacity() * std::mem::size_of::<u32>()
+            }
+        };
         (self.prefixes.capacity() + self.summary.capacity()) * std::mem::size_of::<u64>()
-            + self.keys.capacity()
-            + self.key_ends.capacity() * std::mem::size_of::<u32>()
-            + self.handles.capacity() * std::mem::size_of::<BlockHandle>()
+            + self.values.capacity() * std::mem::size_of::<u32>()
+            + separators
             + std::mem::size_of::<IndexArray>()
     }
 
     /// Number of entries (data blocks).
     pub(crate) fn len(&self) -> usize {
-        self.handles.len()
+        self.values.len()
     }
 
     /// The separator of entry `i`.
     #[inline]
     fn key(&self, i: usize) -> &[u8] {
-        let start = if i == 0 {
-            0
-        } else {
-            self.key_ends[i - 1] as usize
-        };
-        &self.keys[start..self.key_ends[i] as usize]
+        match &self.separators {
+            Separators::InBlock(starts) => &self.data[starts[i] as usize..self.values[i] as usize],
+            Separators::Copied { keys, ends } => {
+                let start = if i == 0 { 0 } else { ends[i - 1] as usize };
+                &keys[start..ends[i] as usize]
+            }
+        }
     }
 
     /// The data block handle of entry `i`.
     #[inline]
     pub(crate) fn handle(&self, i: usize) -> BlockHandle {
-        self.handles[i]
+        let mut dec = Decoder::new(&self.data[self.values[i] as usize..]);
+        let handle = BlockHandle::decode_from(&mut dec);
+        debug_assert!(handle.is_some(), "index handle {i} was checked at build");
+        // `build` checked every handle. Were one unreadable anyway, a
+        // handle past any file's end makes the read a `Corruption` error.
+        handle.unwrap_or(BlockHandle {
+            offset: u64::MAX,
+            size: 0,
+        })
     }
 
     /// The first entry whose separator is at or after the internal key
@@ -213,6 +284,7 @@ mod tests {
             Arc::new(BytewiseComparator),
             Arc::new(ReverseBytewiseComparator),
         ];
+        let mut copied_out = 0;
         for (c, user) in users.into_iter().enumerate() {
             let icmp: Arc<dyn Comparator> = Arc::new(InternalKeyComparator::new(user.clone()));
             for seed in 0..200u64 {
@@ -221,7 +293,8 @@ mod tests {
                     (0..rng.gen_range(0..200)).map(|_| ikey(&mut rng)).collect();
                 keys.sort_by(|a, b| icmp.compare(a, b));
                 keys.dedup();
-                let mut b = BlockBuilder::new(rng.gen_range(1..4));
+                let interval = rng.gen_range(1..4);
+                let mut b = BlockBuilder::new(interval);
                 for (i, k) in keys.iter().enumerate() {
                     let mut v = Vec::new();
                     let handle = BlockHandle {
@@ -236,6 +309,20 @@ mod tests {
                 let a =
                     IndexArray::build(&block, icmp.clone(), user.builtin_order(), "t", 0).unwrap();
                 assert_eq!(a.len(), keys.len());
+                // A restart interval of 1 stores every separator whole:
+                // read in place. Longer ones share bytes, mostly, and then
+                // are copied out.
+                let in_block = matches!(a.separators, Separators::InBlock(_));
+                assert!(in_block || interval > 1, "seed {seed}");
+                copied_out += usize::from(!in_block);
+                let mut it = block.iter(icmp.clone());
+                it.seek_to_first();
+                for i in 0..a.len() {
+                    assert_eq!(a.key(i), it.key(), "seed {seed} entry {i}");
+                    let h = IndexValue::decode(it.value()).unwrap().handle;
+                    assert_eq!(a.handle(i), h, "seed {seed} entry {i}");
+                    it.next();
+                }
                 for _ in 0..300 {
                     let target = ikey(&mut rng);
                     let mut it = block.iter(icmp.clone());
@@ -253,5 +340,9 @@ mod tests {
                 }
             }
         }
+        assert!(
+            copied_out > 50,
+            "the copied separators were tested {copied_out} times"
+        );
     }
 }
