@@ -139,6 +139,11 @@ impl Stats {
         self.exclude_from_merge = true;
     }
 
+    /// Time since the clock started.
+    pub fn elapsed(&self) -> std::time::Duration {
+        self.start.elapsed()
+    }
+
     /// Adds key and value bytes moved.
     pub fn add_bytes(&mut self, n: u64) {
         self.bytes += n;

@@ -463,6 +463,12 @@ fn background_writer(sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> {
         }
     }
     th.stats.add_bytes(bytes);
+    // The readers' result depends on how hard the writer pushed: say it.
+    let seconds = th.stats.elapsed().as_secs_f64();
+    eprintln!(
+        "readwhilewriting writer: {written} puts in {seconds:.3} seconds ({:.0} puts/sec)",
+        written as f64 / seconds.max(1e-9)
+    );
     Ok(())
 }
 
