@@ -4,7 +4,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use super::lru_shard::{Dropped, LruShard};
 
@@ -32,7 +32,7 @@ pub fn default_shard_bits(capacity: usize) -> u32 {
 /// in neighbouring shards do not invalidate each other's lines.
 #[repr(align(64))]
 struct Shard<K, V> {
-    lru: Mutex<LruShard<K, V>>,
+    lru: RwLock<LruShard<K, V>>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -49,8 +49,10 @@ static SHARD_HASHER: ahash::RandomState = ahash::RandomState::with_seeds(
 /// (usually bytes) of its entries, in the manner of RocksDB's `LRUCache`.
 ///
 /// A key's hash picks its shard (upper bits of a 64-bit hash); each shard is
-/// an independent LRU under its own `parking_lot::Mutex`, so threads working
-/// on different shards do not contend. Each shard keeps its values in a
+/// an independent LRU under its own `parking_lot::RwLock`, so threads working
+/// on different shards do not contend, and hits on one shard hold its lock
+/// shared: a reader descheduled during a hit (more threads than cores)
+/// holds up only that shard's inserts, not the other readers. Each shard keeps its values in a
 /// `HashMap`, each beside the slot of its key's node in a doubly linked
 /// recency list stored in a `Vec` slab, so insert, lookup and eviction are
 /// O(1) and a hit reads one bucket of the map. A hit marks its entry instead of
@@ -97,7 +99,7 @@ where
         let num_shards = 1usize << shard_bits;
         let shards = (0..num_shards)
             .map(|i| Shard {
-                lru: Mutex::new(LruShard::new(shard_capacity(capacity, num_shards, i))),
+                lru: RwLock::new(LruShard::new(shard_capacity(capacity, num_shards, i))),
                 hits: AtomicU64::new(0),
                 misses: AtomicU64::new(0),
             })
@@ -127,7 +129,7 @@ where
         let inserted = self
             .shard(&key)
             .lru
-            .lock()
+            .write()
             .insert(key, value, charge, &mut dropped);
         // The guard is gone: dropping values (possibly freeing them) here
         // does not hold up other threads.
@@ -142,12 +144,12 @@ where
     }
 
     /// [`LruCache::get`], calling `on_hit` with the cached value before it
-    /// is cloned (under the shard's lock, so it must be short). A reader
+    /// is cloned (under the shard's lock, shared, so it must be short). A reader
     /// uses it to start loading the parts of the value it will read, so
     /// that their cache misses overlap the clone's.
     pub fn get_with(&self, key: &K, on_hit: impl FnOnce(&V)) -> Option<V> {
         let shard = self.shard(key);
-        let value = shard.lru.lock().get_with(key, on_hit);
+        let value = shard.lru.read().get_with(key, on_hit);
         let counter = if value.is_some() {
             &shard.hits
         } else {
@@ -160,7 +162,7 @@ where
     /// Removes the entry for `key`, if any. Clones already handed out stay
     /// valid.
     pub fn erase(&self, key: &K) {
-        let removed = self.shard(key).lru.lock().remove(key);
+        let removed = self.shard(key).lru.write().remove(key);
         drop(removed);
     }
 
@@ -170,7 +172,7 @@ where
     pub fn erase_if(&self, pred: impl Fn(&K) -> bool) {
         let mut dropped = Dropped::new();
         for shard in self.shards.iter() {
-            shard.lru.lock().remove_if(&pred, &mut dropped);
+            shard.lru.write().remove_if(&pred, &mut dropped);
             dropped.clear();
         }
     }
@@ -183,7 +185,7 @@ where
         let mut dropped = Dropped::new();
         for (i, shard) in self.shards.iter().enumerate() {
             let shard_capacity = shard_capacity(capacity, self.shards.len(), i);
-            shard.lru.lock().set_capacity(shard_capacity, &mut dropped);
+            shard.lru.write().set_capacity(shard_capacity, &mut dropped);
             dropped.clear();
         }
     }
@@ -213,7 +215,7 @@ where
         let capacity = self.capacity();
         let mut shard_capacity_sum = 0;
         for shard in self.shards.iter() {
-            let lru = shard.lru.lock();
+            let lru = shard.lru.read();
             lru.check_invariants();
             shard_capacity_sum += lru.capacity();
         }
@@ -223,7 +225,7 @@ where
     /// Keys of shard `shard` from most to least recently used.
     #[cfg(test)]
     pub(super) fn keys_mru_to_lru(&self, shard: usize) -> Vec<K> {
-        self.shards[shard].lru.lock().keys_mru_to_lru()
+        self.shards[shard].lru.read().keys_mru_to_lru()
     }
 }
 
@@ -238,7 +240,7 @@ impl<K, V> LruCache<K, V> {
     pub fn usage(&self) -> usize {
         self.shards
             .iter()
-            .map(|shard| shard.lru.lock().usage())
+            .map(|shard| shard.lru.read().usage())
             .sum()
     }
 
@@ -249,12 +251,12 @@ impl<K, V> LruCache<K, V> {
 
     /// Number of entries held (read shard by shard, like [`usage`](Self::usage)).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|shard| shard.lru.lock().len()).sum()
+        self.shards.iter().map(|shard| shard.lru.read().len()).sum()
     }
 
     /// True if the cache holds no entries.
     pub fn is_empty(&self) -> bool {
-        self.shards.iter().all(|shard| shard.lru.lock().len() == 0)
+        self.shards.iter().all(|shard| shard.lru.read().len() == 0)
     }
 
     /// Number of shards (a power of two).

@@ -10,7 +10,11 @@
 //! and every occupied slot is linked exactly once; `len` counts them;
 //! `charge_total` is the sum of their charges; free slots are vacant.
 //!
-//! Not thread-safe on its own; each cache shard owns one behind its mutex.
+//! Not thread-safe on its own; each cache shard owns one behind its
+//! read-write lock. Only [`LruList::mark_referenced`] runs under the shared
+//! lock.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// "No node": the end of the list in either direction.
 const NIL: usize = usize::MAX;
@@ -23,8 +27,9 @@ struct Node<K> {
     newer: usize,
     /// Slot of the next less recently used node, or `NIL` at the LRU end.
     older: usize,
-    /// Read since it was linked or last given a second chance.
-    referenced: bool,
+    /// Read since it was linked or last given a second chance. Atomic so
+    /// that hits, which hold the shard's lock shared, may set it.
+    referenced: AtomicBool,
 }
 
 /// Entries ordered from most to least recently used.
@@ -76,7 +81,7 @@ impl<K> LruList<K> {
             charge,
             newer: NIL,
             older: self.mru,
-            referenced: false,
+            referenced: AtomicBool::new(false),
         };
         let slot = match self.free.pop() {
             Some(slot) => {
@@ -115,20 +120,23 @@ impl<K> LruList<K> {
 
     /// Records a read of the entry in `slot`: it will be given a second
     /// chance instead of being evicted the next time it is the LRU entry.
-    /// Unlike [`touch`](Self::touch) this writes only the node itself.
-    pub(super) fn mark_referenced(&mut self, slot: usize) {
-        self.node_mut(slot).referenced = true;
+    /// Unlike [`touch`](Self::touch) this writes only the node itself, and
+    /// takes `&self`: readers of the shard may call it side by side. The
+    /// store is relaxed: eviction reads the mark under the exclusive lock,
+    /// which orders it after every shared holder's store.
+    pub(super) fn mark_referenced(&self, slot: usize) {
+        self.node(slot).referenced.store(true, Ordering::Relaxed);
     }
 
     /// If the entry in `slot` was read since it was linked (or last given a
     /// second chance), clears that mark, moves it to the MRU end and
     /// returns true.
     pub(super) fn second_chance(&mut self, slot: usize) -> bool {
-        let node = self.node_mut(slot);
-        if !node.referenced {
+        let referenced = self.node_mut(slot).referenced.get_mut();
+        if !*referenced {
             return false;
         }
-        node.referenced = false;
+        *referenced = false;
         self.touch(slot);
         true
     }

@@ -14,7 +14,7 @@
 //! and links only, and a hit writes its node's mark (a store, which does not
 //! wait for the line to arrive the way a load does).
 //!
-//! Invariants, held whenever the owning mutex is released: the map and the
+//! Invariants, held whenever the owning lock is not held exclusively: the map and the
 //! list hold the same keys, each map entry's slot is that key's list slot,
 //! and the list's charge total is at most `capacity`.
 //!
@@ -36,7 +36,8 @@ use super::lru_list::LruList;
 pub(super) type Dropped<K, V> = SmallVec<[(K, V); 4]>;
 
 /// A key index and recency list under one capacity. Not thread-safe; the
-/// cache keeps each shard behind its own mutex.
+/// cache keeps each shard behind its own read-write lock, and hits
+/// ([`LruShard::get_with`]) need it only shared.
 pub(super) struct LruShard<K, V> {
     index: HashMap<K, Indexed<V>, ahash::RandomState>,
     list: LruList<K>,
@@ -113,7 +114,7 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
     }
 
     /// A clone of the value for `key`, which is marked as read.
-    pub(super) fn get_with(&mut self, key: &K, on_hit: impl FnOnce(&V)) -> Option<V> {
+    pub(super) fn get_with(&self, key: &K, on_hit: impl FnOnce(&V)) -> Option<V> {
         let Indexed { slot, value } = self.index.get(key)?;
         on_hit(value);
         let value = value.clone();
