@@ -52,10 +52,10 @@ static SHARD_HASHER: ahash::RandomState = ahash::RandomState::with_seeds(
 /// an independent LRU under its own `parking_lot::RwLock`, so threads working
 /// on different shards do not contend, and hits on one shard hold its lock
 /// shared: a reader descheduled during a hit (more threads than cores)
-/// holds up only that shard's inserts, not the other readers. Each shard keeps its values in a
-/// `HashMap`, each beside the slot of its key's node in a doubly linked
-/// recency list stored in a `Vec` slab, so insert, lookup and eviction are
-/// O(1) and a hit reads one bucket of the map. A hit marks its entry instead of
+/// holds up only that shard's inserts, not the other readers. Each shard
+/// keeps its values in a `HashMap`, each beside the slot of its key's node
+/// in a doubly linked recency list stored in a `Vec` slab, so insert,
+/// lookup and eviction are O(1) and a hit reads one bucket of the map. A hit marks its entry instead of
 /// moving it; eviction gives a marked entry at the LRU end a second chance
 /// (RocksDB's `LRUCache` relinks on every hit; CLOCK-style caches such as its
 /// `HyperClockCache` do not, which is what this follows). The capacity is split between
@@ -144,9 +144,9 @@ where
     }
 
     /// [`LruCache::get`], calling `on_hit` with the cached value before it
-    /// is cloned (under the shard's lock, shared, so it must be short). A reader
-    /// uses it to start loading the parts of the value it will read, so
-    /// that their cache misses overlap the clone's.
+    /// is cloned (under the shard's lock, shared, so it must be short). A
+    /// reader uses it to start loading the parts of the value it will read,
+    /// so that their cache misses overlap the clone's.
     pub fn get_with(&self, key: &K, on_hit: impl FnOnce(&V)) -> Option<V> {
         let shard = self.shard(key);
         let value = shard.lru.read().get_with(key, on_hit);

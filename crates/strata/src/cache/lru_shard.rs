@@ -14,9 +14,9 @@
 //! and links only, and a hit writes its node's mark (a store, which does not
 //! wait for the line to arrive the way a load does).
 //!
-//! Invariants, held whenever the owning lock is not held exclusively: the map and the
-//! list hold the same keys, each map entry's slot is that key's list slot,
-//! and the list's charge total is at most `capacity`.
+//! Invariants, held whenever the owning lock is not held exclusively: the
+//! map and the list hold the same keys, each map entry's slot is that key's
+//! list slot, and the list's charge total is at most `capacity`.
 //!
 //! Entries leaving the shard (evicted, replaced or erased) are pushed onto a
 //! caller-supplied list ([`Dropped`]) instead of being dropped here, so the
