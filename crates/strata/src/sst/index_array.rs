@@ -43,6 +43,34 @@ enum Separators {
     Copied { keys: Vec<u8>, ends: Vec<u32> },
 }
 
+impl Separators {
+    /// Every separator of `index` copied out (a block whose entries share
+    /// key bytes).
+    fn copied(
+        index: &Block,
+        icmp: Arc<dyn Comparator>,
+        name: &str,
+        index_offset: u64,
+    ) -> Result<Separators> {
+        let mut keys = Vec::with_capacity(index.size());
+        let mut ends = Vec::new();
+        let mut it = index.iter(icmp);
+        it.seek_to_first();
+        while it.valid() {
+            keys.extend_from_slice(it.key());
+            let end = u32::try_from(keys.len()).map_err(|_| {
+                Error::corruption(name, index_offset, "index block separators exceed 4 GiB")
+            })?;
+            ends.push(end);
+            it.next();
+        }
+        it.status()?;
+        keys.shrink_to_fit();
+        ends.shrink_to_fit();
+        Ok(Separators::Copied { keys, ends })
+    }
+}
+
 /// A table's index entries, decoded.
 pub(crate) struct IndexArray {
     /// Prefix of each separator's user key.
@@ -73,64 +101,49 @@ impl IndexArray {
         index_offset: u64,
     ) -> Result<IndexArray> {
         let data = index.data().clone();
-        let base = data.as_ptr() as usize;
+        let offset = |at: usize| {
+            u32::try_from(at)
+                .map_err(|_| Error::corruption(name, index_offset, "index block larger than 4 GiB"))
+        };
         let mut prefixes = Vec::new();
         let mut values = Vec::new();
-        let mut starts = Vec::new();
-        // Separators copied out, from the first one not stored whole.
-        let mut copied: Option<(Vec<u8>, Vec<u32>)> = None;
-        let too_large = || Error::corruption(name, index_offset, "index block larger than 4 GiB");
+        // Where each separator starts, while every one so far is whole in
+        // the block.
+        let mut starts = Some(Vec::new());
         let mut it = index.iter(icmp.clone());
         it.seek_to_first();
         while it.valid() {
-            let (key, value) = (it.key(), it.value());
-            if IndexValue::decode(value).is_none() {
+            if IndexValue::decode(it.value()).is_none() {
                 return Err(Error::corruption(
                     name,
                     index_offset,
                     "index entry holds a malformed block handle",
                 ));
             }
-            prefixes.push(key_prefix(extract_user_key(key)));
-            // The value is a slice of the block; the key is one too when
-            // its entry shares no bytes with the one before.
-            let at = value.as_ptr() as usize - base;
-            values.push(u32::try_from(at).map_err(|_| too_large())?);
-            let start = at.checked_sub(key.len());
-            match (&mut copied, start) {
-                (None, Some(start)) if data[start..at] == *key => {
-                    starts.push(u32::try_from(start).map_err(|_| too_large())?);
-                }
-                (None, _) => {
-                    let mut keys = Vec::with_capacity(index.size());
-                    let mut ends = Vec::with_capacity(starts.len() + 1);
-                    for (&s, &v) in starts.iter().zip(&values) {
-                        keys.extend_from_slice(&data[s as usize..v as usize]);
-                        ends.push(keys.len() as u32);
+            prefixes.push(key_prefix(extract_user_key(it.key())));
+            let value = it.value_range();
+            values.push(offset(value.start)?);
+            if let Some(s) = &mut starts {
+                match it.key_range() {
+                    Some(key) => {
+                        debug_assert_eq!(
+                            key.end, value.start,
+                            "{name}: separator before its value"
+                        );
+                        s.push(offset(key.start)?);
                     }
-                    keys.extend_from_slice(key);
-                    ends.push(u32::try_from(keys.len()).map_err(|_| too_large())?);
-                    copied = Some((keys, ends));
-                    starts = Vec::new();
-                }
-                (Some((keys, ends)), _) => {
-                    keys.extend_from_slice(key);
-                    ends.push(u32::try_from(keys.len()).map_err(|_| too_large())?);
+                    None => starts = None,
                 }
             }
             it.next();
         }
         it.status()?;
-        let separators = match copied {
-            None => {
+        let separators = match starts {
+            Some(mut starts) => {
                 starts.shrink_to_fit();
                 Separators::InBlock(starts)
             }
-            Some((mut keys, mut ends)) => {
-                keys.shrink_to_fit();
-                ends.shrink_to_fit();
-                Separators::Copied { keys, ends }
-            }
+            None => Separators::copied(index, icmp.clone(), name, index_offset)?,
         };
         prefixes.shrink_to_fit();
         values.shrink_to_fit();
