@@ -190,6 +190,13 @@ fn multi_get_equals_a_loop_of_gets() {
             );
         }
         assert!(db.multi_get(Vec::<Vec<u8>>::new()).is_empty());
+        assert!(db
+            .batched_multi_get(&Vec::<Vec<u8>>::new(), false)
+            .is_empty());
+        assert!(snapshot.multi_get(Vec::<Vec<u8>>::new()).is_empty());
+        assert!(snapshot
+            .batched_multi_get(&Vec::<Vec<u8>>::new(), true)
+            .is_empty());
     }
 }
 

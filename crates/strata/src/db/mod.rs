@@ -419,8 +419,18 @@ impl DB {
         keys: I,
         ro: &ReadOptions,
     ) -> Vec<Result<Option<Vec<u8>>>> {
-        let keys: Vec<K> = keys.into_iter().collect();
-        let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
+        let mut keys = keys.into_iter();
+        let Some(first) = keys.next() else {
+            return Vec::new();
+        };
+        let Some(second) = keys.next() else {
+            // One key: no list of keys to build.
+            return copied(self.inner.multi_get_ro(&[first.as_ref()], false, ro));
+        };
+        let mut owned = Vec::with_capacity(keys.size_hint().0 + 2);
+        owned.extend([first, second]);
+        owned.extend(keys);
+        let refs: Vec<&[u8]> = owned.iter().map(|k| k.as_ref()).collect();
         copied(self.inner.multi_get_ro(&refs, false, ro))
     }
 
@@ -453,7 +463,18 @@ impl DB {
         K: AsRef<[u8]> + 'a + ?Sized,
         I: IntoIterator<Item = &'a K>,
     {
-        let refs: Vec<&[u8]> = keys.into_iter().map(|k| k.as_ref()).collect();
+        let mut keys = keys.into_iter().map(|k| k.as_ref());
+        let Some(first) = keys.next() else {
+            return Vec::new();
+        };
+        let Some(second) = keys.next() else {
+            // One key: no list of keys to build (a batch of one costs what
+            // a `get_pinned` does, plus the result's vector).
+            return self.inner.multi_get_ro(&[first], sorted_input, ro);
+        };
+        let mut refs = Vec::with_capacity(keys.size_hint().0 + 2);
+        refs.extend([first, second]);
+        refs.extend(keys);
         self.inner.multi_get_ro(&refs, sorted_input, ro)
     }
 
