@@ -102,10 +102,9 @@ fn get(e: &dyn Engine, k: &[u8]) -> Option<Vec<u8>> {
 }
 
 fn multi_get(e: &dyn Engine, keys: &[Vec<u8>], batched: bool) -> Vec<Option<Vec<u8>>> {
-    let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
     let mut out = vec![None; keys.len()];
     let n = e
-        .multi_get(&refs, batched, &mut |i, v| out[i] = Some(v.to_vec()))
+        .multi_get(keys, batched, &mut |i, v| out[i] = Some(v.to_vec()))
         .expect("multi_get");
     assert_eq!(n, out.iter().filter(|v| v.is_some()).count());
     out

@@ -303,11 +303,10 @@ fn multi_read_random(sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> {
                     .fill(th.rand.next_u64() % p.flags_num, p.flags_num, key);
             }
         }
-        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let n = sh
             .engine
-            .multi_get(&refs, p.multiread_batched, &mut |i, v| {
-                bytes += (refs[i].len() + v.len()) as u64
+            .multi_get(&keys, p.multiread_batched, &mut |i, v| {
+                bytes += (keys[i].len() + v.len()) as u64
             })?;
         found += n as u64;
         read += p.batch_size;

@@ -222,10 +222,12 @@ pub trait Engine: Send + Sync {
     /// key `i` found. Returns how many were found. `batched`: the engine's
     /// batched call with pinned values (db_bench's `--multiread_batched`,
     /// RocksDB's `MultiGet` over a column family); otherwise its vector call
-    /// that copies each value out.
+    /// that copies each value out. The keys are the caller's own buffers,
+    /// so a batch builds no list of slices (db_bench's keys are kept
+    /// across batches too).
     fn multi_get(
         &self,
-        keys: &[&[u8]],
+        keys: &[Vec<u8>],
         batched: bool,
         found: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<usize>;

@@ -104,14 +104,14 @@ impl Engine for ModelEngine {
 
     fn multi_get(
         &self,
-        keys: &[&[u8]],
+        keys: &[Vec<u8>],
         _batched: bool,
         found: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<usize> {
         let m = self.map();
         let mut n = 0;
         for (i, k) in keys.iter().enumerate() {
-            if let Some(v) = m.get(*k) {
+            if let Some(v) = m.get(k.as_slice()) {
                 found(i, v);
                 n += 1;
             }

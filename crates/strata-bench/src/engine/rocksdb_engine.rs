@@ -337,7 +337,7 @@ impl Engine for RocksDbEngine {
 
     fn multi_get(
         &self,
-        keys: &[&[u8]],
+        keys: &[Vec<u8>],
         batched: bool,
         found: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<usize> {
@@ -350,9 +350,9 @@ impl Engine for RocksDbEngine {
             .db
             .cf_handle(rocksdb::DEFAULT_COLUMN_FAMILY_NAME)
             .ok_or_else(|| Error::engine(NAME, "no default column family"))?;
-        let results =
-            self.db
-                .batched_multi_get_cf_opt(cf, keys.iter().copied(), false, &self.read_options);
+        let results = self
+            .db
+            .batched_multi_get_cf_opt(cf, keys, false, &self.read_options);
         report_found(results, err, found)
     }
 

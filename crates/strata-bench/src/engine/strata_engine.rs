@@ -273,14 +273,14 @@ impl Engine for StrataEngine {
 
     fn multi_get(
         &self,
-        keys: &[&[u8]],
+        keys: &[Vec<u8>],
         batched: bool,
         found: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<usize> {
         if batched {
-            let results =
-                self.db
-                    .batched_multi_get_opt(keys.iter().copied(), false, &self.read_options);
+            let results = self
+                .db
+                .batched_multi_get_opt(keys, false, &self.read_options);
             report_found(results, err, found)
         } else {
             report_found(self.db.multi_get_opt(keys, &self.read_options), err, found)
