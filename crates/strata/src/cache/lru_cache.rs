@@ -159,6 +159,23 @@ where
         value
     }
 
+    /// `f` of the cached value for `key`, called where the value lies,
+    /// under the shard's lock (shared), without cloning it: for a reader
+    /// that needs only an answer from the value (a filter probe), not the
+    /// value itself. Counted as a hit or a miss like [`LruCache::get`]. `f`
+    /// must be short and must not call back into this cache.
+    pub fn read_with<R>(&self, key: &K, f: impl FnOnce(&V) -> R) -> Option<R> {
+        let shard = self.shard(key);
+        let r = shard.lru.read().read_with(key, f);
+        let counter = if r.is_some() {
+            &shard.hits
+        } else {
+            &shard.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        r
+    }
+
     /// Removes the entry for `key`, if any. Clones already handed out stay
     /// valid.
     pub fn erase(&self, key: &K) {

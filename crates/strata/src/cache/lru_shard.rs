@@ -122,6 +122,14 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
         Some(value)
     }
 
+    /// `f` of the value for `key`, which is marked as read; no clone.
+    pub(super) fn read_with<R>(&self, key: &K, f: impl FnOnce(&V) -> R) -> Option<R> {
+        let Indexed { slot, value } = self.index.get(key)?;
+        let r = f(value);
+        self.list.mark_referenced(*slot);
+        Some(r)
+    }
+
     /// Removes and returns the entry for `key`.
     pub(super) fn remove(&mut self, key: &K) -> Option<(K, V)> {
         let Indexed { slot, value } = self.index.remove(key)?;

@@ -431,3 +431,24 @@ fn get_with_shows_the_value_on_a_hit_only() {
     assert_eq!(seen, [10]);
     assert_eq!((cache.hits(), cache.misses()), (1, 1));
 }
+
+#[test]
+fn read_with_answers_in_place_and_marks_the_entry() {
+    let cache = one_shard(3);
+    for key in 1..=3 {
+        assert!(cache.insert(key, key * 10, 1));
+    }
+    // An answer from the value, no clone handed out; a miss calls nothing.
+    assert_eq!(cache.read_with(&1, |v| v + 1), Some(11));
+    let mut called = false;
+    assert_eq!(cache.read_with(&9, |_| called = true), None);
+    assert!(!called);
+    assert_eq!((cache.hits(), cache.misses()), (1, 1));
+    // Read as a get is: 1 gets a second chance, 2 is evicted first.
+    assert!(cache.insert(4, 40, 1));
+    let mut kept = cache.keys_mru_to_lru(0);
+    kept.sort_unstable();
+    assert_eq!(kept, [1, 3, 4]);
+    assert_eq!(cache.read_with(&2, |v| *v), None);
+    cache.check_invariants();
+}

@@ -500,11 +500,10 @@ impl TableReader {
     /// True if the table's filter proves that `user_key` (whose
     /// [`filter_hash`] is `hash`) is not in the table.
     fn filter_excludes(&self, user_key: &[u8], hash: u64) -> Result<bool> {
-        let Some(filter) = self.filter()? else {
+        if self.filter.is_none() {
             return Ok(false);
-        };
-        let probe = self.probe_hash(user_key, hash);
-        Ok(probe.is_some_and(|h| !filter.may_contain_hash(h)))
+        }
+        self.filter_excludes_probe(self.probe_hash(user_key, hash))
     }
 
     /// Visits the entries of `lookup`'s user key from `lookup` on (its

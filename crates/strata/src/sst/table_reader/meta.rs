@@ -154,6 +154,38 @@ impl TableReader {
         if let Some(CachedBlock(CachedRepr::Filter(f))) = cache.get(&(*id, handle.offset)) {
             return Ok(Some(MetaRef::Owned(f)));
         }
+        self.load_filter(handle).map(|f| Some(MetaRef::Owned(f)))
+    }
+
+    /// Whether the table's filter proves that a key whose probe hash is
+    /// `probe` (`None`: no probe applies, as `probe_hash` says) is absent.
+    /// A filter in the block cache is probed where it lies, under the
+    /// cache shard's shared lock, so a point lookup's probe clones and
+    /// drops no reference; after an eviction it is read again.
+    pub(crate) fn filter_excludes_probe(&self, probe: Option<u64>) -> Result<bool> {
+        let handle = match &self.filter {
+            None => return Ok(false),
+            Some(Meta::Held(filter)) => {
+                return Ok(probe.is_some_and(|h| !filter.may_contain_hash(h)))
+            }
+            Some(Meta::Cached(handle)) => *handle,
+        };
+        let (cache, id) = self.cache.as_ref().expect("a cached filter has a cache");
+        let excluded = |f: &BloomFilter| probe.is_some_and(|h| !f.may_contain_hash(h));
+        let hit = cache.read_with(&(*id, handle.offset), |c| match &c.0 {
+            CachedRepr::Filter(f) => Some(excluded(f)),
+            _ => None,
+        });
+        match hit.flatten() {
+            Some(answer) => Ok(answer),
+            None => Ok(excluded(&self.load_filter(handle)?)),
+        }
+    }
+
+    /// Reads the filter block at `handle`, checks and decodes it, and
+    /// caches it.
+    fn load_filter(&self, handle: BlockHandle) -> Result<BloomFilter> {
+        let (cache, id) = self.cache.as_ref().expect("a cached filter has a cache");
         let data = read_block(&*self.file, &self.name, handle)?;
         let filter = BloomFilter::new(data, &self.name, handle.offset)?;
         cache.insert(
@@ -161,6 +193,6 @@ impl TableReader {
             CachedBlock(CachedRepr::Filter(filter.clone())),
             charge(filter.size_bytes()),
         );
-        Ok(Some(MetaRef::Owned(filter)))
+        Ok(filter)
     }
 }
