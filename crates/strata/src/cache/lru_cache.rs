@@ -148,15 +148,10 @@ where
     /// reader uses it to start loading the parts of the value it will read,
     /// so that their cache misses overlap the clone's.
     pub fn get_with(&self, key: &K, on_hit: impl FnOnce(&V)) -> Option<V> {
-        let shard = self.shard(key);
-        let value = shard.lru.read().get_with(key, on_hit);
-        let counter = if value.is_some() {
-            &shard.hits
-        } else {
-            &shard.misses
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        value
+        self.read_with(key, |value| {
+            on_hit(value);
+            value.clone()
+        })
     }
 
     /// `f` of the cached value for `key`, called where the value lies,

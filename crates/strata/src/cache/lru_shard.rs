@@ -37,7 +37,7 @@ pub(super) type Dropped<K, V> = SmallVec<[(K, V); 4]>;
 
 /// A key index and recency list under one capacity. Not thread-safe; the
 /// cache keeps each shard behind its own read-write lock, and hits
-/// ([`LruShard::get_with`]) need it only shared.
+/// ([`LruShard::read_with`]) need it only shared.
 pub(super) struct LruShard<K, V> {
     index: HashMap<K, Indexed<V>, ahash::RandomState>,
     list: LruList<K>,
@@ -111,15 +111,6 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
         self.index.insert(key, Indexed { slot, value });
         self.check_invariants_if_enabled();
         true
-    }
-
-    /// A clone of the value for `key`, which is marked as read.
-    pub(super) fn get_with(&self, key: &K, on_hit: impl FnOnce(&V)) -> Option<V> {
-        let Indexed { slot, value } = self.index.get(key)?;
-        on_hit(value);
-        let value = value.clone();
-        self.list.mark_referenced(*slot);
-        Some(value)
     }
 
     /// `f` of the value for `key`, which is marked as read; no clone.
