@@ -31,6 +31,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::error::{Error, Result};
 use crate::key::SequenceNumber;
 
@@ -419,18 +421,8 @@ impl DB {
         keys: I,
         ro: &ReadOptions,
     ) -> Vec<Result<Option<Vec<u8>>>> {
-        let mut keys = keys.into_iter();
-        let Some(first) = keys.next() else {
-            return Vec::new();
-        };
-        let Some(second) = keys.next() else {
-            // One key: no list of keys to build.
-            return copied(self.inner.multi_get_ro(&[first.as_ref()], false, ro));
-        };
-        let mut owned = Vec::with_capacity(keys.size_hint().0 + 2);
-        owned.extend([first, second]);
-        owned.extend(keys);
-        let refs: Vec<&[u8]> = owned.iter().map(|k| k.as_ref()).collect();
+        let keys: SmallVec<[K; KEYS_INLINE]> = keys.into_iter().collect();
+        let refs: SmallVec<[&[u8]; KEYS_INLINE]> = keys.iter().map(|k| k.as_ref()).collect();
         copied(self.inner.multi_get_ro(&refs, false, ro))
     }
 
@@ -463,18 +455,7 @@ impl DB {
         K: AsRef<[u8]> + 'a + ?Sized,
         I: IntoIterator<Item = &'a K>,
     {
-        let mut keys = keys.into_iter().map(|k| k.as_ref());
-        let Some(first) = keys.next() else {
-            return Vec::new();
-        };
-        let Some(second) = keys.next() else {
-            // One key: no list of keys to build (a batch of one costs what
-            // a `get_pinned` does, plus the result's vector).
-            return self.inner.multi_get_ro(&[first], sorted_input, ro);
-        };
-        let mut refs = Vec::with_capacity(keys.size_hint().0 + 2);
-        refs.extend([first, second]);
-        refs.extend(keys);
+        let refs: SmallVec<[&[u8]; KEYS_INLINE]> = keys.into_iter().map(|k| k.as_ref()).collect();
         self.inner.multi_get_ro(&refs, sorted_input, ro)
     }
 
@@ -834,6 +815,10 @@ where
 }
 
 /// MultiGet answers with each value copied out of its pinned block.
+/// Keys of a MultiGet listed on the stack before the lookup: batches up to
+/// this size build their key list without an allocation.
+const KEYS_INLINE: usize = 8;
+
 fn copied(results: Vec<Result<Option<DBPinnableSlice>>>) -> Vec<Result<Option<Vec<u8>>>> {
     results
         .into_iter()
