@@ -55,10 +55,11 @@ static SHARD_HASHER: ahash::RandomState = ahash::RandomState::with_seeds(
 /// holds up only that shard's inserts, not the other readers. Each shard
 /// keeps its values in a `HashMap`, each beside the slot of its key's node
 /// in a doubly linked recency list stored in a `Vec` slab, so insert,
-/// lookup and eviction are O(1) and a hit reads one bucket of the map. A hit marks its entry instead of
-/// moving it; eviction gives a marked entry at the LRU end a second chance
-/// (RocksDB's `LRUCache` relinks on every hit; CLOCK-style caches such as its
-/// `HyperClockCache` do not, which is what this follows). The capacity is split between
+/// lookup and eviction are O(1) and a hit reads one bucket of the map. A
+/// hit marks its entry instead of moving it; eviction gives a marked entry
+/// at the LRU end a second chance (RocksDB's `LRUCache` relinks on every
+/// hit; CLOCK-style caches such as its `HyperClockCache` do not, which is
+/// what this follows). The capacity is split between
 /// the shards so that their capacities add up exactly to the total: the total
 /// charge held never exceeds [`capacity`](Self::capacity).
 ///

@@ -497,15 +497,6 @@ impl TableReader {
         self.get_from_block(&index.array, first, lookup, hash, fill_cache, on_merge)
     }
 
-    /// True if the table's filter proves that `user_key` (whose
-    /// [`filter_hash`] is `hash`) is not in the table.
-    fn filter_excludes(&self, user_key: &[u8], hash: u64) -> Result<bool> {
-        if self.filter.is_none() {
-            return Ok(false);
-        }
-        self.filter_excludes_probe(self.probe_hash(user_key, hash))
-    }
-
     /// Visits the entries of `lookup`'s user key from `lookup` on (its
     /// versions at or below the lookup's sequence number, newest first)
     /// until `visit` returns false or the key's entries end, in this block

@@ -157,18 +157,19 @@ impl TableReader {
         self.load_filter(handle).map(|f| Some(MetaRef::Owned(f)))
     }
 
-    /// Whether the table's filter proves that a key whose probe hash is
-    /// `probe` (`None`: no probe applies, as `probe_hash` says) is absent.
-    /// A filter in the block cache is probed where it lies, under the
-    /// cache shard's shared lock, so a point lookup's probe clones and
-    /// drops no reference; after an eviction it is read again.
-    pub(crate) fn filter_excludes_probe(&self, probe: Option<u64>) -> Result<bool> {
-        let handle = match &self.filter {
-            None => return Ok(false),
-            Some(Meta::Held(filter)) => {
-                return Ok(probe.is_some_and(|h| !filter.may_contain_hash(h)))
-            }
-            Some(Meta::Cached(handle)) => *handle,
+    /// True if the table's filter proves that `user_key` (whose
+    /// [`filter_hash`](crate::sst::filter::filter_hash) is `hash`) is not
+    /// in the table. A filter in the block cache is probed where it lies,
+    /// under the cache shard's shared lock, so a point lookup's probe
+    /// clones and drops no reference; after an eviction it is read again.
+    pub(super) fn filter_excludes(&self, user_key: &[u8], hash: u64) -> Result<bool> {
+        let Some(meta) = &self.filter else {
+            return Ok(false);
+        };
+        let probe = self.probe_hash(user_key, hash);
+        let handle = match meta {
+            Meta::Held(filter) => return Ok(probe.is_some_and(|h| !filter.may_contain_hash(h))),
+            Meta::Cached(handle) => *handle,
         };
         let (cache, id) = self.cache.as_ref().expect("a cached filter has a cache");
         let excluded = |f: &BloomFilter| probe.is_some_and(|h| !f.may_contain_hash(h));
