@@ -31,8 +31,11 @@ esac
 [[ -x ${cmd[0]} ]] || { echo "leak.sh: no ${cmd[0]} (bench/compare.sh builds it)" >&2; exit 1; }
 F=(--db="$DB" --num="$NUM" --key_size=16 --value_size=100 --compression_type=snappy --cache_size="$CACHE" --seed=1)
 rm -rf "$DB"
-"${cmd[@]}" "${F[@]}" --benchmarks=fillrandom,waitforcompaction >/dev/null
 out=$(mktemp)
+# The fill's progress lines (db_bench writes them to stderr) only on failure.
+"${cmd[@]}" "${F[@]}" --benchmarks=fillrandom,waitforcompaction >"$out" 2>&1 || {
+    cat "$out" >&2; rm -f "$out"; exit 1
+}
 "${cmd[@]}" "${F[@]}" --use_existing_db=1 --benchmarks=readwhilewriting --threads=4 \
     --duration="$T" --reads="$NUM" >"$out" 2>&1 &
 pid=$!
