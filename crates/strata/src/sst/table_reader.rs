@@ -224,6 +224,7 @@ impl TableReader {
             footer.index,
             icmp.clone(),
             order,
+            placement != MetaPlacement::Reader,
         )?);
         let bytes = index.memory_bytes();
         let index = meta::place(
@@ -493,8 +494,9 @@ impl TableReader {
             return Ok(None);
         }
         let index = self.index()?;
-        let first = index.array.lower_bound(lookup);
-        self.get_from_block(&index.array, first, lookup, hash, fill_cache, on_merge)
+        let array = index.array()?;
+        let first = array.lower_bound(lookup);
+        self.get_from_block(array, first, lookup, hash, fill_cache, on_merge)
     }
 
     /// Visits the entries of `lookup`'s user key from `lookup` on (its
@@ -515,15 +517,16 @@ impl TableReader {
             return Ok(());
         }
         let index = self.index()?;
-        let first = index.array.lower_bound(lookup);
-        if first == index.array.len() {
+        let array = index.array()?;
+        let first = array.lower_bound(lookup);
+        if first == array.len() {
             return Ok(());
         }
-        let handle = index.array.handle(first);
+        let handle = array.handle(first);
         let block = self.read_data_block_with(handle, fill_cache, |b| b.prefetch_for_get(hash))?;
         let mut it = self.data_block_iter(block);
         it.seek_for_get(lookup, hash);
-        self.walk_versions(&index.array, first, it, user_key, fill_cache, visit)
+        self.walk_versions(array, first, it, user_key, fill_cache, visit)
     }
 
     /// The walk of [`for_each_version`](Self::for_each_version) from `it`,

@@ -847,6 +847,56 @@ fn index_and_filter_placement() {
     }
 }
 
+/// An index kept by the reader decodes its search arrays for the first
+/// point lookup, not at open and not for scans; one placed in the block
+/// cache has them from the start, so its charge counts them.
+#[test]
+fn index_arrays_wait_for_the_first_point_lookup() {
+    let cmp: Arc<dyn Comparator> = Arc::new(crate::key::BytewiseComparator);
+    let mut rng = StdRng::seed_from_u64(22);
+    let entries = random_entries(&mut rng, 400, &cmp);
+    let (bytes, _) = write_table(
+        &entries,
+        &TableOptions {
+            block_size: 512,
+            ..Default::default()
+        },
+    );
+    let fs = MemFileSystem::new();
+    let path = Path::new("/lazy.sst");
+    crate::env::write_file_atomic(&fs, path, &bytes).unwrap();
+    for placement in [MetaPlacement::Reader, MetaPlacement::CachePinned] {
+        let cache = Arc::new(crate::cache::BlockCache::new(1 << 20, Some(0)));
+        let table = Arc::new(
+            TableReader::open_placed(
+                fs.open_random_access(path).unwrap(),
+                "lazy.sst",
+                cmp.clone(),
+                Some(cache),
+                placement,
+                None,
+            )
+            .unwrap(),
+        );
+        let block_only = table.index().unwrap().block.size();
+        let at_open = table.index().unwrap().memory_bytes();
+        check_iterator(&table, &entries, &mut rng);
+        let after_scans = table.index().unwrap().memory_bytes();
+        check_gets(&table, &entries, &mut rng);
+        let after_gets = table.index().unwrap().memory_bytes();
+        assert!(after_gets > block_only, "{placement:?}: the arrays exist");
+        if placement == MetaPlacement::Reader {
+            assert_eq!(at_open, block_only, "no arrays at open");
+            assert_eq!(after_scans, block_only, "scans build no arrays");
+        } else {
+            assert_eq!(
+                at_open, after_gets,
+                "{placement:?}: built and charged at open"
+            );
+        }
+    }
+}
+
 /// Rows of 1-3 letters, each with up to 300 versions (a 2-byte suffix), and
 /// some bare rows: runs of one prefix that span restart intervals and
 /// blocks.

@@ -98,7 +98,10 @@ impl TableReader {
                 return (0..probes.len()).for_each(|i| answer(i, Err(e.clone())));
             }
         };
-        let index = &index.array;
+        let index = match index.array() {
+            Ok(array) => array,
+            Err(e) => return (0..probes.len()).for_each(|i| answer(i, Err(e.clone()))),
+        };
         // Pass 1: the filter, every line asked for before any is tested.
         if let Some(filter) = &filter {
             for p in probes {
