@@ -1,7 +1,6 @@
 //! Small pieces shared by every format: integer coding, checksums and
 //! prefetch hints.
 
-pub(crate) mod block_buf;
 pub mod coding;
 pub(crate) mod counter;
 pub mod crc;
