@@ -529,18 +529,9 @@ proptest! {
 
 #[test]
 fn block_cache_serves_repeated_reads() {
-    let cmp: Arc<dyn Comparator> = Arc::new(crate::key::BytewiseComparator);
+    let (cmp, entries, bytes, _) = small_block_table(11, 300);
     let mut rng = StdRng::seed_from_u64(11);
-    let entries = random_entries(&mut rng, 300, &cmp);
-    let (bytes, _) = write_table(
-        &entries,
-        &TableOptions {
-            block_size: 512,
-            ..Default::default()
-        },
-    );
-    let fs = MemFileSystem::new();
-    let path = Path::new("/c.sst");
+    let (fs, path) = (MemFileSystem::new(), Path::new("/c.sst"));
     crate::env::write_file_atomic(&fs, path, &bytes).unwrap();
     let cache = Arc::new(crate::cache::BlockCache::new(1 << 20, Some(0)));
     let table = Arc::new(
@@ -852,18 +843,9 @@ fn index_and_filter_placement() {
 /// cache has them from the start, so its charge counts them.
 #[test]
 fn index_arrays_wait_for_the_first_point_lookup() {
-    let cmp: Arc<dyn Comparator> = Arc::new(crate::key::BytewiseComparator);
+    let (cmp, entries, bytes, _) = small_block_table(22, 400);
     let mut rng = StdRng::seed_from_u64(22);
-    let entries = random_entries(&mut rng, 400, &cmp);
-    let (bytes, _) = write_table(
-        &entries,
-        &TableOptions {
-            block_size: 512,
-            ..Default::default()
-        },
-    );
-    let fs = MemFileSystem::new();
-    let path = Path::new("/lazy.sst");
+    let (fs, path) = (MemFileSystem::new(), Path::new("/lazy.sst"));
     crate::env::write_file_atomic(&fs, path, &bytes).unwrap();
     for placement in [MetaPlacement::Reader, MetaPlacement::CachePinned] {
         let cache = Arc::new(crate::cache::BlockCache::new(1 << 20, Some(0)));
@@ -1401,10 +1383,13 @@ fn counted_scan(mut it: TableIterator, file: &CountingFile) -> (Entries, usize) 
 
 /// 3,000 random entries (from `seed`) written in 512-byte data blocks:
 /// a table of a few hundred blocks, for the scan and index-sampling tests.
-fn small_block_table(seed: u64) -> (Arc<dyn Comparator>, Entries, Vec<u8>, TableProperties) {
+fn small_block_table(
+    seed: u64,
+    n: usize,
+) -> (Arc<dyn Comparator>, Entries, Vec<u8>, TableProperties) {
     let cmp: Arc<dyn Comparator> = Arc::new(crate::key::BytewiseComparator);
     let mut rng = StdRng::seed_from_u64(seed);
-    let entries = random_entries(&mut rng, 3000, &cmp);
+    let entries = random_entries(&mut rng, n, &cmp);
     let opts = TableOptions {
         block_size: 512,
         ..TableOptions::default()
@@ -1418,7 +1403,7 @@ fn small_block_table(seed: u64) -> (Arc<dyn Comparator>, Entries, Vec<u8>, Table
 /// read-ahead buffer is still Corruption.
 #[test]
 fn scans_read_ahead_and_still_check_every_block() {
-    let (cmp, entries, mut bytes, props) = small_block_table(31);
+    let (cmp, entries, mut bytes, props) = small_block_table(31, 3000);
     assert!(props.num_data_blocks > 100, "{props:?}");
     let (table, file) = counting_table(&bytes, &cmp);
     let (got, reads) = counted_scan(table.iter_opt(false), &file);
@@ -1449,7 +1434,7 @@ fn scans_read_ahead_and_still_check_every_block() {
 /// a larger one in about size / readahead reads, the same entries.
 #[test]
 fn fixed_readahead_reads_ahead_from_the_first_block() {
-    let (cmp, entries, bytes, props) = small_block_table(32);
+    let (cmp, entries, bytes, props) = small_block_table(32, 3000);
     let (table, file) = counting_table(&bytes, &cmp);
     for (ahead, most) in [
         (props.data_size * 2, 1),
@@ -1475,7 +1460,7 @@ fn fixed_readahead_reads_ahead_from_the_first_block() {
 /// ascending, spread over the whole table.
 #[test]
 fn key_anchors_sample_the_index_evenly() {
-    let (cmp, entries, bytes, props) = small_block_table(33);
+    let (cmp, entries, bytes, props) = small_block_table(33, 3000);
     let blocks = props.num_data_blocks as usize;
     assert!(blocks > 100, "{props:?}");
     let (table, _) = counting_table(&bytes, &cmp);
