@@ -46,7 +46,7 @@ pub(crate) enum MetaPlacement {
 /// what it holds.
 pub(crate) struct TableIndex {
     pub(crate) block: Block,
-    array: OnceLock<IndexArray>,
+    array: OnceLock<Result<IndexArray>>,
     icmp: Arc<dyn Comparator>,
     order: Option<BuiltinOrder>,
 }
@@ -76,26 +76,27 @@ impl TableIndex {
     }
 
     /// The arrays point lookups search, decoded from the block the first
-    /// time they are asked for (two threads asking at once may both
-    /// decode; one result is kept). A block whose entries do not decode
-    /// is a `Corruption` here, for every lookup that asks.
+    /// time they are asked for; threads that ask meanwhile wait for that
+    /// one decoding rather than each making its own. A block whose entries
+    /// do not decode (its checksum was checked when it was read, so this
+    /// is for good) is a `Corruption` for every lookup that asks.
     pub(crate) fn array(&self) -> Result<&IndexArray> {
-        if let Some(array) = self.array.get() {
-            return Ok(array);
-        }
-        let array = IndexArray::build(
-            &self.block,
-            self.icmp.clone(),
-            self.order,
-            self.block.file(),
-            self.block.offset(),
-        )?;
-        Ok(self.array.get_or_init(|| array))
+        let built = self.array.get_or_init(|| {
+            IndexArray::build(
+                &self.block,
+                self.icmp.clone(),
+                self.order,
+                self.block.file(),
+                self.block.offset(),
+            )
+        });
+        built.as_ref().map_err(Clone::clone)
     }
 
     /// Bytes in memory: the block, and the arrays once built.
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.block.size() + self.array.get().map_or(0, IndexArray::memory_bytes)
+        let array = self.array.get().and_then(|a| a.as_ref().ok());
+        self.block.size() + array.map_or(0, IndexArray::memory_bytes)
     }
 }
 
