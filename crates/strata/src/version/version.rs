@@ -222,6 +222,26 @@ impl Version {
         unreachable!("level 0 range expansion did not converge")
     }
 
+    /// Bytes of the files of `level` (not level 0) that hold user keys in
+    /// `[smallest_user, largest_user]`: what a compaction into `level` of
+    /// that range would read there and write again.
+    pub fn overlapping_bytes(
+        &self,
+        level: usize,
+        smallest_user: &[u8],
+        largest_user: &[u8],
+        user_cmp: &dyn Comparator,
+    ) -> u64 {
+        debug_assert!(level > 0, "level 0 files overlap each other");
+        let files = &self.files[level];
+        let start = first_reaching(files, Some(smallest_user), user_cmp);
+        files[start..]
+            .iter()
+            .take_while(|f| !starts_after(f, Some(largest_user), user_cmp))
+            .map(|f| f.file_size)
+            .sum()
+    }
+
     /// True if some file in `level` holds user keys in
     /// `[smallest_user, largest_user]` (`None`: unbounded on that side).
     pub fn overlap_in_level(
