@@ -45,7 +45,9 @@ while kill -0 "$pid" 2>/dev/null; do
     [[ -n $rss ]] && echo "$t $rss"
     sleep "$STEP"; t=$((t + STEP))
 done
-wait "$pid"
+# A failed run shows its output (under `set -e` a bare wait would exit
+# without it).
+wait "$pid" || { cat "$out" >&2; rm -f "$out"; exit 1; }
 grep -E "^readwhilewriting" "$out" || cat "$out"
 rm -f "$out"
 [[ ${KEEP:-0} == 1 ]] || rm -rf "$DB"

@@ -814,11 +814,11 @@ where
         .collect()
 }
 
-/// MultiGet answers with each value copied out of its pinned block.
 /// Keys of a MultiGet listed on the stack before the lookup: batches up to
 /// this size build their key list without an allocation.
 const KEYS_INLINE: usize = 8;
 
+/// MultiGet answers with each value copied out of its pinned block.
 fn copied(results: Vec<Result<Option<DBPinnableSlice>>>) -> Vec<Result<Option<Vec<u8>>>> {
     results
         .into_iter()

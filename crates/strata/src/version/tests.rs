@@ -689,3 +689,46 @@ fn column_families_and_their_log_numbers_survive_recovery() {
         .unwrap();
     assert!(d > c);
 }
+
+/// Disjoint files over `a..=p` in `level`, from random bounds, with random
+/// sizes; numbers from `*number` on.
+fn random_level(rng: &mut StdRng, e: &mut VersionEdit, level: usize, number: &mut u64) {
+    let mut bounds: Vec<u8> = (0..rng.gen_range(0..16))
+        .map(|_| rng.gen_range(b'a'..=b'p'))
+        .collect();
+    bounds.sort_unstable();
+    bounds.dedup();
+    for pair in bounds.chunks(2) {
+        let (lo, hi) = (pair[0], *pair.last().unwrap_or(&pair[0]));
+        let size = rng.gen_range(1..1000);
+        e.add_file(level, *number, size, ikey(&[lo], 5), ikey(&[hi], 5), 5, 5);
+        *number += 1;
+    }
+}
+
+#[test]
+fn overlapping_bytes_below_match_brute_force() {
+    for seed in 0..300u64 {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (mut e, mut number) = (VersionEdit::new(), 1);
+        random_level(&mut rng, &mut e, 1, &mut number);
+        random_level(&mut rng, &mut e, 2, &mut number);
+        let mut b = VersionBuilder::new(icmp(), &Version::empty());
+        b.apply(&e, "test", 0).unwrap();
+        let v = b.build();
+        let got = v.overlapping_bytes_below(1, &BytewiseComparator);
+        let want: Vec<u64> = v
+            .files(1)
+            .iter()
+            .map(|f| {
+                let (lo, hi) = (f.smallest.user_key(), f.largest.user_key());
+                let below = v.files(2).iter();
+                below
+                    .filter(|b| touches(b, Some(lo), Some(hi)))
+                    .map(|b| b.file_size)
+                    .sum()
+            })
+            .collect();
+        assert_eq!(got, want, "seed {seed}");
+    }
+}

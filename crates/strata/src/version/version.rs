@@ -222,24 +222,34 @@ impl Version {
         unreachable!("level 0 range expansion did not converge")
     }
 
-    /// Bytes of the files of `level` (not level 0) that hold user keys in
-    /// `[smallest_user, largest_user]`: what a compaction into `level` of
-    /// that range would read there and write again.
-    pub fn overlapping_bytes(
-        &self,
-        level: usize,
-        smallest_user: &[u8],
-        largest_user: &[u8],
-        user_cmp: &dyn Comparator,
-    ) -> u64 {
+    /// For each file of `level` (1 or deeper, above the last), in level
+    /// order, the bytes of the files of `level + 1` that hold user keys in
+    /// its range: what compacting it alone would read there and write
+    /// again. Both levels are sorted and disjoint, so one pass over the two
+    /// answers every file (a file below that spans two above counts for
+    /// both).
+    pub fn overlapping_bytes_below(&self, level: usize, user_cmp: &dyn Comparator) -> Vec<u64> {
         debug_assert!(level > 0, "level 0 files overlap each other");
-        let files = &self.files[level];
-        let start = first_reaching(files, Some(smallest_user), user_cmp);
-        files[start..]
+        let below = &self.files[level + 1];
+        // The first file below that does not end before the current file.
+        let mut first = 0;
+        self.files[level]
             .iter()
-            .take_while(|f| !starts_after(f, Some(largest_user), user_cmp))
-            .map(|f| f.file_size)
-            .sum()
+            .map(|f| {
+                let (lo, hi) = (f.smallest.user_key(), f.largest.user_key());
+                while below
+                    .get(first)
+                    .is_some_and(|b| ends_before(b, Some(lo), user_cmp))
+                {
+                    first += 1;
+                }
+                below[first..]
+                    .iter()
+                    .take_while(|b| !starts_after(b, Some(hi), user_cmp))
+                    .map(|b| b.file_size)
+                    .sum()
+            })
+            .collect()
     }
 
     /// True if some file in `level` holds user keys in

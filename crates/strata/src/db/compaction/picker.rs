@@ -397,19 +397,11 @@ impl DbInner {
                     || self.icmp.compare(f.largest.encoded(), pointer) == CmpOrdering::Greater
             })
             .unwrap_or(0);
-        let ucmp = &*self.user_cmp;
+        let below = version.overlapping_bytes_below(level, &*self.user_cmp);
         let candidates = (0..files.len())
             .map(|i| (start + i) % files.len())
             .filter(|&i| !busy(&files[i]))
-            .map(|i| {
-                let f = &files[i];
-                let (lo, hi) = (f.smallest.user_key(), f.largest.user_key());
-                (
-                    i,
-                    f.file_size,
-                    version.overlapping_bytes(level + 1, lo, hi, ucmp),
-                )
-            })
+            .map(|i| (i, files[i].file_size, below[i]))
             .collect();
         let mut c = by_overlap_ratio(candidates).into_iter().find_map(|i| {
             let c = self.build_compaction(st, version, level, level + 1, vec![files[i].clone()]);

@@ -19,7 +19,7 @@
 //! A failed block read fails only the keys of that block.
 
 use super::TableReader;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::key::extract_user_key;
 use crate::sst::block::{Block, BlockIter};
 use crate::sst::index_array::IndexArray;
@@ -92,15 +92,17 @@ impl TableReader {
             );
         }
         // The index and filter once for the batch (from the cache, maybe).
+        // Failing that, every probe fails with the error.
+        let fail_all = |e: Error, answer: &mut dyn FnMut(usize, Result<TableEntry>)| {
+            (0..probes.len()).for_each(|i| answer(i, Err(e.clone())))
+        };
         let (filter, index) = match (self.filter(), self.index()) {
             (Ok(f), Ok(i)) => (f, i),
-            (Err(e), _) | (_, Err(e)) => {
-                return (0..probes.len()).for_each(|i| answer(i, Err(e.clone())));
-            }
+            (Err(e), _) | (_, Err(e)) => return fail_all(e, answer),
         };
         let index = match index.array() {
             Ok(array) => array,
-            Err(e) => return (0..probes.len()).for_each(|i| answer(i, Err(e.clone()))),
+            Err(e) => return fail_all(e, answer),
         };
         // Pass 1: the filter, every line asked for before any is tested.
         if let Some(filter) = &filter {
