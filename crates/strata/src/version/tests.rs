@@ -494,16 +494,7 @@ fn random_version(rng: &mut StdRng) -> Version {
         e.add_file(0, number, 1, ikey(&[a], seq), ikey(&hi, seq), seq, seq);
         number += 1;
     }
-    let mut bounds: Vec<u8> = (0..rng.gen_range(0..16))
-        .map(|_| rng.gen_range(b'a'..=b'p'))
-        .collect();
-    bounds.sort_unstable();
-    bounds.dedup();
-    for pair in bounds.chunks(2) {
-        let (lo, hi) = (pair[0], *pair.last().unwrap_or(&pair[0]));
-        e.add_file(1, number, 1, ikey(&[lo], 5), ikey(&[hi], 5), 5, 5);
-        number += 1;
-    }
+    random_level(rng, &mut e, 1, &mut number);
     let mut b = VersionBuilder::new(icmp(), &Version::empty());
     b.apply(&e, "test", 0).unwrap();
     let v = b.build();
