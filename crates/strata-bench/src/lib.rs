@@ -35,7 +35,9 @@
 //! - `checkpoint` (ours): a checkpoint of the database beside it, timed, with
 //!   the bytes hard-linked and written (removed afterwards);
 //! - `flush`, `compact`, `waitforcompaction`: engine operations;
-//! - `stats`, `levelstats`, `sstables`: print the engine's statistics.
+//! - `stats`, `levelstats`, `sstables`: print the engine's statistics;
+//! - `memstats` (ours): where the engine's memory is (memtables, block
+//!   cache usage and capacity, table readers outside the cache).
 //!
 //! With no `--db`, the database lives in a temporary directory (under
 //! `/dev/shm` when it exists) removed at exit unless `--use_existing_db` or

@@ -644,3 +644,40 @@ fn read_and_background_counters() {
     db.compact_range(None::<&[u8]>, None::<&[u8]>).unwrap();
     assert!(prop("strata.num-compactions") >= 1);
 }
+
+/// `estimate-table-readers-mem` counts the indexes and filters the table
+/// readers keep (and the index arrays once a lookup built them), not what
+/// lives in the block cache; `block-cache-usage` counts that.
+#[test]
+fn table_readers_memory_is_what_they_hold_outside_the_cache() {
+    for cached in [false, true] {
+        let fs = MemFileSystem::new();
+        let mut opts = mem_opts(&fs);
+        let mut table = BlockBasedOptions::default();
+        table.set_block_size(256);
+        table.set_bloom_filter(10.0, false);
+        table.set_block_cache(&strata_kv::Cache::new_lru_cache(8 << 20));
+        table.set_cache_index_and_filter_blocks(cached);
+        opts.set_block_based_table_factory(&table);
+        let db = DB::open(&opts, "/readers-mem").unwrap();
+        let prop =
+            |name: &str| -> usize { db.property_value(name).unwrap().unwrap().parse().unwrap() };
+        assert_eq!(prop("strata.estimate-table-readers-mem"), 0, "no tables");
+        assert_eq!(prop("rocksdb.block-cache-capacity"), 8 << 20);
+        for i in 0..2_000u32 {
+            db.put(format!("key{i:06}"), [7u8; 50]).unwrap();
+        }
+        db.flush().unwrap();
+        db.get(b"key000010").unwrap().unwrap();
+        let readers = prop("rocksdb.estimate-table-readers-mem");
+        let cache = prop("strata.block-cache-usage");
+        if cached {
+            assert_eq!(readers, 0, "index and filter are the cache's");
+        } else {
+            // 2,000 keys of about 70 bytes in 256-byte blocks: hundreds of
+            // index entries, and a filter of 2,000 keys at 10 bits each.
+            assert!(readers > 2_000 * 10 / 8 + 300 * 16, "{readers} bytes");
+        }
+        assert!(cache > 256, "the data block the get read: {cache} bytes");
+    }
+}

@@ -54,6 +54,15 @@ pub const BENCHMARKS: &[&str] = &[
     "stats",
     "levelstats",
     "sstables",
+    "memstats",
+];
+
+/// The properties `memstats` prints (engine-neutral names).
+const MEMSTATS: [&str; 4] = [
+    "cur-size-all-mem-tables",
+    "block-cache-usage",
+    "block-cache-capacity",
+    "estimate-table-readers-mem",
 ];
 
 /// How long `waitforcompaction` lets background threads wake up before it
@@ -518,6 +527,7 @@ impl<'o> Runner<'o> {
             "stats" => self.print_property("stats")?,
             "levelstats" => self.print_property("levelstats")?,
             "sstables" => self.print_property("sstables")?,
+            "memstats" => self.print_memstats()?,
             other => return Err(Error::Usage(format!("unknown benchmark '{other}'"))),
         })
     }
@@ -676,6 +686,21 @@ impl<'o> Runner<'o> {
             None => "(failed)".to_string(),
         };
         writeln!(self.out, "\n{text}")?;
+        Ok(Action::Meta)
+    }
+
+    /// Where the engine's memory is, by the properties both engines have:
+    /// memtables, block cache, and table readers outside the cache.
+    fn print_memstats(&mut self) -> Result<Action> {
+        writeln!(self.out)?;
+        for name in MEMSTATS {
+            let value = self.engine().property(name)?;
+            writeln!(
+                self.out,
+                "{name}: {}",
+                value.as_deref().unwrap_or("(failed)")
+            )?;
+        }
         Ok(Action::Meta)
     }
 

@@ -579,6 +579,9 @@ impl DB {
     /// newer range deletions, deleted without being read),
     /// `strata.num-flushes`, `strata.num-compactions` (trivial moves
     /// included),
+    /// `strata.estimate-table-readers-mem` (heap the open table readers
+    /// hold outside the block cache: indexes and filters they keep),
+    /// `strata.block-cache-usage` and `strata.block-cache-capacity`,
     /// `strata.base-level`, `strata.compaction.bytes-written-at-level<N>`,
     /// `strata.compaction.bytes-moved-at-level<N>`; the `rocksdb.` prefix
     /// works too.
@@ -881,6 +884,23 @@ impl DbInner {
                     .sum();
                 Some((mem as u64 + tables).to_string())
             }
+            // RocksDB's: the heap the open table readers of the current
+            // version hold outside the block cache (indexes, filters).
+            "estimate-table-readers-mem" => Some(
+                v.all_files()
+                    .filter_map(|f| self.table_cache.open_reader(f))
+                    .map(|t| t.approximate_memory_usage())
+                    .sum::<usize>()
+                    .to_string(),
+            ),
+            "block-cache-usage" => self
+                .table_cache
+                .block_cache()
+                .map(|c| c.usage().to_string()),
+            "block-cache-capacity" => self
+                .table_cache
+                .block_cache()
+                .map(|c| c.capacity().to_string()),
             "stats" => Some(self.stats_string(&st, &v)),
             "user-bytes-written" => Some(st.user_bytes.to_string()),
             "num-write-groups" => Some(st.write_groups.to_string()),

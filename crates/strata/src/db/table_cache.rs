@@ -197,6 +197,19 @@ impl TableCache {
         Ok(TableRef::Owned(r))
     }
 
+    /// The reader of `file` if one is open; opens none.
+    pub(crate) fn open_reader(&self, file: &FileMetaData) -> Option<Table> {
+        file.reader
+            .get()
+            .cloned()
+            .or_else(|| self.readers.get(&file.number))
+    }
+
+    /// The block cache readers read through, if any.
+    pub(crate) fn block_cache(&self) -> Option<&Arc<BlockCache>> {
+        self.block_cache.as_ref()
+    }
+
     /// Forgets table `number` (after its file is deleted).
     pub(crate) fn evict(&self, number: u64) {
         self.readers.erase(&number);

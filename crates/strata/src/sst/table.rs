@@ -97,6 +97,15 @@ impl Table {
         }
     }
 
+    /// Heap bytes the reader holds outside the block cache. A packed
+    /// table's bytes are its file's mapping (page cache), not counted.
+    pub(crate) fn approximate_memory_usage(&self) -> usize {
+        match self {
+            Table::Block(t) => t.approximate_memory_usage(),
+            Table::Packed(_) => 0,
+        }
+    }
+
     /// The table's properties.
     pub(crate) fn properties(&self) -> &TableProperties {
         match self {

@@ -261,6 +261,28 @@ impl TableReader {
         &self.props
     }
 
+    /// Heap bytes this reader holds outside the block cache, as RocksDB's
+    /// `ApproximateMemoryUsage` of a table reader: the index (block, and
+    /// its arrays once built) and the filter when the reader keeps them
+    /// (an index or filter placed in the cache is the cache's, pinned or
+    /// not), and the range deletions.
+    pub(crate) fn approximate_memory_usage(&self) -> usize {
+        let index = match &self.index {
+            Meta::Held(index) => index.memory_bytes(),
+            Meta::Cached(_) => 0,
+        };
+        let filter = match &self.filter {
+            Some(Meta::Held(filter)) => filter.size_bytes(),
+            Some(Meta::Cached(_)) | None => 0,
+        };
+        let range_dels: usize = self
+            .range_dels
+            .iter()
+            .map(|t| std::mem::size_of::<RangeTombstone>() + t.start.capacity() + t.end.capacity())
+            .sum();
+        index + filter + range_dels
+    }
+
     /// The file name used in errors.
     pub fn name(&self) -> &Arc<str> {
         &self.name
