@@ -14,12 +14,15 @@
 //! user comparators take a plain binary search over the
 //! separators. Iterators keep reading the index block.
 //!
-//! Memory: 16 bytes per entry (the prefix and two block offsets), plus
-//! the summary. Index blocks are written with a restart interval of 1
-//! (the default, as RocksDB's), so every separator is stored whole in the
-//! block and read there. A block written with a longer interval shares key
-//! bytes between entries; its separators are then copied out whole, once.
+//! Memory: 8 bytes per entry (the prefix), plus the summary. Index blocks
+//! are written with a restart interval of 1 (the default, as RocksDB's):
+//! every entry is a restart point and stores its separator whole, so entry
+//! `i` is found through the block's own restart array and its header (a
+//! few bytes) parsed when a lookup reaches it. A block written with a
+//! longer interval shares key bytes between entries; its separators are
+//! then copied out whole, once, with where each value lies.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -28,46 +31,96 @@ use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::prefix_search::{compare_internal_in, key_prefix, lower_bound_in, summarize};
 use crate::key::{extract_user_key, BuiltinOrder, Comparator};
-use crate::util::coding::Decoder;
+use crate::util::coding::{decode_fixed32, Decoder};
 
 use super::block::Block;
 use super::format::BlockHandle;
 use super::index::IndexValue;
 
-/// Where the separators are.
+/// Where the separators and block handles are.
 enum Separators {
-    /// In the index block: separator `i` is `data[starts[i]..values[i]]`.
-    InBlock(Vec<u32>),
+    /// In the index block, whose entries are all restart points: entry `i`
+    /// starts at the `i`-th offset of the restart array, which begins at
+    /// byte `restarts` of the block. Checked at build: every entry's header
+    /// decodes, shares no key bytes and lies inside the block.
+    InBlock { restarts: usize },
     /// Copied out, concatenated; separator `i` ends at `ends[i]` and starts
-    /// at the end of `i - 1`.
-    Copied { keys: Vec<u8>, ends: Vec<u32> },
+    /// at the end of `i - 1`; its value (block handle) is at `values[i]` of
+    /// the block.
+    Copied {
+        keys: Vec<u8>,
+        ends: Vec<u32>,
+        values: Vec<u32>,
+    },
+}
+
+/// Where the key and value of the entry at byte `at` of a block's
+/// `entries` (the bytes before its restart array) lie, if it shares no key
+/// bytes with the entry before and lies whole inside `entries`.
+#[inline]
+fn whole_entry(entries: &[u8], at: usize) -> Option<(Range<usize>, usize)> {
+    let mut dec = Decoder::new(entries.get(at..)?);
+    let shared = dec.varint32()?;
+    let non_shared = dec.varint32()? as usize;
+    let value_len = dec.varint32()? as usize;
+    let key_start = entries.len() - dec.remaining().len();
+    let value_start = key_start.checked_add(non_shared)?;
+    (shared == 0 && value_start.checked_add(value_len)? <= entries.len())
+        .then_some((key_start..value_start, value_start))
 }
 
 impl Separators {
+    /// The block's entries read in place if each is a restart point
+    /// storing its separator whole (interval 1): `None` otherwise.
+    /// `values[i]` is where the block iterator found entry `i`'s value.
+    fn in_block(index: &Block, values: &[Range<usize>]) -> Option<Separators> {
+        let data = index.data();
+        let restarts = index.restarts_offset();
+        // An empty block still has one restart point.
+        if values.is_empty() {
+            return Some(Separators::InBlock { restarts });
+        }
+        let n = index.num_restarts() as usize;
+        if n != values.len() {
+            return None;
+        }
+        let entries = &data[..restarts];
+        let all = (0..n).all(|i| {
+            let at = decode_fixed32(&data[restarts + 4 * i..]).unwrap_or(u32::MAX) as usize;
+            whole_entry(entries, at).is_some_and(|(_, value)| value == values[i].start)
+        });
+        all.then_some(Separators::InBlock { restarts })
+    }
+
     /// Every separator of `index` copied out (a block whose entries share
-    /// key bytes).
+    /// key bytes), with where its values lie.
     fn copied(
         index: &Block,
         icmp: Arc<dyn Comparator>,
         name: &str,
         index_offset: u64,
     ) -> Result<Separators> {
+        let offset = |at: usize| {
+            u32::try_from(at).map_err(|_| {
+                Error::corruption(name, index_offset, "index block separators exceed 4 GiB")
+            })
+        };
         let mut keys = Vec::with_capacity(index.size());
         let mut ends = Vec::new();
+        let mut values = Vec::new();
         let mut it = index.iter(icmp);
         it.seek_to_first();
         while it.valid() {
             keys.extend_from_slice(it.key());
-            let end = u32::try_from(keys.len()).map_err(|_| {
-                Error::corruption(name, index_offset, "index block separators exceed 4 GiB")
-            })?;
-            ends.push(end);
+            ends.push(offset(keys.len())?);
+            values.push(offset(it.value_range().start)?);
             it.next();
         }
         it.status()?;
         keys.shrink_to_fit();
         ends.shrink_to_fit();
-        Ok(Separators::Copied { keys, ends })
+        values.shrink_to_fit();
+        Ok(Separators::Copied { keys, ends, values })
     }
 }
 
@@ -79,8 +132,7 @@ pub(crate) struct IndexArray {
     summary: Vec<u64>,
     /// The index block's contents.
     data: Bytes,
-    /// Offset in `data` of entry `i`'s value: its block handle, validated.
-    values: Vec<u32>,
+    /// Where separator and handle `i` lie. Every handle was validated.
     separators: Separators,
     /// The user comparator's order when built in.
     order: Option<BuiltinOrder>,
@@ -101,15 +153,8 @@ impl IndexArray {
         index_offset: u64,
     ) -> Result<IndexArray> {
         let data = index.data().clone();
-        let offset = |at: usize| {
-            u32::try_from(at)
-                .map_err(|_| Error::corruption(name, index_offset, "index block larger than 4 GiB"))
-        };
         let mut prefixes = Vec::new();
         let mut values = Vec::new();
-        // Where each separator starts, while every one so far is whole in
-        // the block.
-        let mut starts = Some(Vec::new());
         let mut it = index.iter(icmp.clone());
         it.seek_to_first();
         while it.valid() {
@@ -121,37 +166,26 @@ impl IndexArray {
                 ));
             }
             prefixes.push(key_prefix(extract_user_key(it.key())));
-            let value = it.value_range();
-            values.push(offset(value.start)?);
-            if let Some(s) = &mut starts {
-                match it.key_range() {
-                    Some(key) => {
-                        debug_assert_eq!(
-                            key.end, value.start,
-                            "{name}: separator before its value"
-                        );
-                        s.push(offset(key.start)?);
-                    }
-                    None => starts = None,
-                }
-            }
+            values.push(it.value_range());
             it.next();
         }
         it.status()?;
-        let separators = match starts {
-            Some(mut starts) => {
-                starts.shrink_to_fit();
-                Separators::InBlock(starts)
-            }
+        if u32::try_from(data.len()).is_err() {
+            return Err(Error::corruption(
+                name,
+                index_offset,
+                "index block larger than 4 GiB",
+            ));
+        }
+        let separators = match Separators::in_block(index, &values) {
+            Some(in_block) => in_block,
             None => Separators::copied(index, icmp.clone(), name, index_offset)?,
         };
         prefixes.shrink_to_fit();
-        values.shrink_to_fit();
         let a = IndexArray {
             summary: summarize(&prefixes),
             prefixes,
             data,
-            values,
             separators,
             order,
             icmp,
@@ -165,28 +199,39 @@ impl IndexArray {
     /// charged for the arrays).
     pub(crate) fn memory_bytes(&self) -> usize {
         let separators = match &self.separators {
-            Separators::InBlock(starts) => starts.capacity() * std::mem::size_of::<u32>(),
-            Separators::Copied { keys, ends } => {
-                keys.capacity() + ends.capacity() * std::mem::size_of::<u32>()
+            Separators::InBlock { .. } => 0,
+            Separators::Copied { keys, ends, values } => {
+                keys.capacity() + (ends.capacity() + values.capacity()) * std::mem::size_of::<u32>()
             }
         };
         (self.prefixes.capacity() + self.summary.capacity()) * std::mem::size_of::<u64>()
-            + self.values.capacity() * std::mem::size_of::<u32>()
             + separators
             + std::mem::size_of::<IndexArray>()
     }
 
     /// Number of entries (data blocks).
     pub(crate) fn len(&self) -> usize {
-        self.values.len()
+        self.prefixes.len()
+    }
+
+    /// Where entry `i`'s separator and value lie in the block (in place).
+    /// `build` checked every entry, so this is never `None`.
+    #[inline]
+    fn in_place(&self, restarts: usize, i: usize) -> Option<(Range<usize>, usize)> {
+        let at = decode_fixed32(self.data.get(restarts + 4 * i..)?)? as usize;
+        let found = whole_entry(&self.data[..restarts], at);
+        debug_assert!(found.is_some(), "index entry {i} was checked at build");
+        found
     }
 
     /// The separator of entry `i`.
     #[inline]
     fn key(&self, i: usize) -> &[u8] {
         match &self.separators {
-            Separators::InBlock(starts) => &self.data[starts[i] as usize..self.values[i] as usize],
-            Separators::Copied { keys, ends } => {
+            Separators::InBlock { restarts } => self
+                .in_place(*restarts, i)
+                .map_or(&[][..], |(key, _)| &self.data[key]),
+            Separators::Copied { keys, ends, .. } => {
                 let start = if i == 0 { 0 } else { ends[i - 1] as usize };
                 &keys[start..ends[i] as usize]
             }
@@ -196,7 +241,11 @@ impl IndexArray {
     /// The data block handle of entry `i`.
     #[inline]
     pub(crate) fn handle(&self, i: usize) -> BlockHandle {
-        let mut dec = Decoder::new(&self.data[self.values[i] as usize..]);
+        let value = match &self.separators {
+            Separators::InBlock { restarts } => self.in_place(*restarts, i).map(|(_, v)| v),
+            Separators::Copied { values, .. } => Some(values[i] as usize),
+        };
+        let mut dec = Decoder::new(value.and_then(|v| self.data.get(v..)).unwrap_or(&[]));
         let handle = BlockHandle::decode_from(&mut dec);
         debug_assert!(handle.is_some(), "index handle {i} was checked at build");
         // `build` checked every handle. Were one unreadable anyway, a
@@ -325,7 +374,7 @@ mod tests {
                 // A restart interval of 1 stores every separator whole:
                 // read in place. Longer ones share bytes, mostly, and then
                 // are copied out.
-                let in_block = matches!(a.separators, Separators::InBlock(_));
+                let in_block = matches!(a.separators, Separators::InBlock { .. });
                 assert!(in_block || interval > 1, "seed {seed}");
                 copied_out += usize::from(!in_block);
                 let mut it = block.iter(icmp.clone());

@@ -229,17 +229,6 @@ impl BlockIter {
         self.value.clone()
     }
 
-    /// Where the current key lies in the block's data, if it is stored
-    /// there whole (its entry shares no bytes with the one before); it then
-    /// ends where the value starts.
-    pub(crate) fn key_range(&self) -> Option<Range<usize>> {
-        debug_assert!(self.valid());
-        match &self.key_at {
-            KeyAt::Data(r) => Some(r.clone()),
-            KeyAt::Buf | KeyAt::Cache(_) => None,
-        }
-    }
-
     fn corrupt(&mut self, at: usize, what: &str) {
         self.fail(format!("block entry at byte {at}: {what}"));
     }

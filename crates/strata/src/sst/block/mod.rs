@@ -203,6 +203,11 @@ impl Block {
         self.num_restarts
     }
 
+    /// Where the restart array begins (the entries end).
+    pub(crate) fn restarts_offset(&self) -> usize {
+        self.restarts_offset
+    }
+
     /// The index type in the block's footer.
     pub fn index_type(&self) -> DataBlockIndexType {
         match self.hash_index {
