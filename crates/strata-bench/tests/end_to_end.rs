@@ -238,7 +238,7 @@ fn every_benchmark(engine: &str) {
     // Fill first, so the read benchmarks have data; filluniquerandom runs
     // last among the fills so that every key exists for the reads.
     let order = "fillseq,fillrandom,fillsync,fillseekseq,filluniquerandom,overwrite,appendseq,flush,readseq,readreverse,\
-                 readrandom,multireadrandom,readmissing,seekrandom,readwhilewriting,compact,stats,levelstats,sstables,deleterandom";
+                 readrandom,multireadrandom,readmissing,seekrandom,readwhilewriting,compact,stats,levelstats,sstables,memstats,deleterandom";
     for b in &benches {
         assert!(order.split(',').any(|o| o == *b), "{b} not covered");
     }
@@ -301,6 +301,20 @@ fn every_benchmark(engine: &str) {
     assert!(out.contains("flush memtable\n"), "{out}");
     assert!(out.contains("** Compaction Stats"), "stats: {out}");
     assert!(out.contains("Level Files Size(MB)"), "levelstats: {out}");
+    // memstats: each property a number; after the reads the table readers
+    // hold their indexes and filters (bloom_bits=10) outside the cache.
+    let mem = |name: &str| -> u64 {
+        let line = out
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+            .unwrap_or_else(|| panic!("memstats {name}: {out}"));
+        line.parse()
+            .unwrap_or_else(|_| panic!("memstats {name}: {line}"))
+    };
+    assert!(mem("estimate-table-readers-mem") > 0);
+    assert!(mem("block-cache-usage") > 0);
+    assert!(mem("block-cache-capacity") >= mem("block-cache-usage"));
+    mem("cur-size-all-mem-tables");
     assert!(
         out.contains("Microseconds per read:\nCount: "),
         "histogram: {out}"
