@@ -31,9 +31,9 @@ use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::prefix_search::{compare_internal_in, key_prefix, lower_bound_in, summarize};
 use crate::key::{extract_user_key, BuiltinOrder, Comparator};
-use crate::util::coding::{decode_fixed32, Decoder};
+use crate::util::coding::Decoder;
 
-use super::block::Block;
+use super::block::{decode_entry_header, restart_point, Block};
 use super::format::BlockHandle;
 use super::index::IndexValue;
 
@@ -54,42 +54,47 @@ enum Separators {
     },
 }
 
-/// Where the key and value of the entry at byte `at` of a block's
-/// `entries` (the bytes before its restart array) lie, if it shares no key
-/// bytes with the entry before and lies whole inside `entries`.
+/// Where the key and value of entry `i` of a block whose every entry is a
+/// restart point lie in its `data` (the restart array begins at
+/// `restarts`): `None` if its restart point or header does not decode or
+/// the entry shares key bytes with the one before.
 #[inline]
-fn whole_entry(entries: &[u8], at: usize) -> Option<(Range<usize>, usize)> {
-    let mut dec = Decoder::new(entries.get(at..)?);
-    let shared = dec.varint32()?;
-    let non_shared = dec.varint32()? as usize;
-    let value_len = dec.varint32()? as usize;
-    let key_start = entries.len() - dec.remaining().len();
-    let value_start = key_start.checked_add(non_shared)?;
-    (shared == 0 && value_start.checked_add(value_len)? <= entries.len())
-        .then_some((key_start..value_start, value_start))
+fn whole_entry(data: &[u8], restarts: usize, i: usize) -> Option<(Range<usize>, usize)> {
+    let at = restart_point(data, restarts, u32::try_from(i).ok()?)?;
+    let h = decode_entry_header(data, restarts, at)?;
+    let value = h.key_start + h.non_shared;
+    (h.shared == 0).then_some((h.key_start..value, value))
 }
 
 impl Separators {
-    /// The block's entries read in place if each is a restart point
-    /// storing its separator whole (interval 1): `None` otherwise.
-    /// `values[i]` is where the block iterator found entry `i`'s value.
-    fn in_block(index: &Block, values: &[Range<usize>]) -> Option<Separators> {
-        let data = index.data();
-        let restarts = index.restarts_offset();
+    /// The block's `len` entries read in place if each is a restart point
+    /// storing its separator whole (interval 1), `None` otherwise: the
+    /// restart points, in order, must name whole entries that tile the
+    /// entries area, so they are the very entries the block's iterator
+    /// reads.
+    fn in_block(index: &Block, len: usize) -> Option<Separators> {
+        let (data, restarts) = (index.data(), index.restarts_offset());
         // An empty block still has one restart point.
-        if values.is_empty() {
-            return Some(Separators::InBlock { restarts });
-        }
-        let n = index.num_restarts() as usize;
-        if n != values.len() {
+        let n = if len == 0 {
+            0
+        } else {
+            index.num_restarts() as usize
+        };
+        if n != len {
             return None;
         }
-        let entries = &data[..restarts];
-        let all = (0..n).all(|i| {
-            let at = decode_fixed32(&data[restarts + 4 * i..]).unwrap_or(u32::MAX) as usize;
-            whole_entry(entries, at).is_some_and(|(_, value)| value == values[i].start)
-        });
-        all.then_some(Separators::InBlock { restarts })
+        let mut next = 0;
+        for i in 0..n {
+            if restart_point(data, restarts, i as u32)? != next {
+                return None;
+            }
+            let h = decode_entry_header(data, restarts, next)?;
+            if h.shared != 0 {
+                return None;
+            }
+            next = h.key_start + h.non_shared + h.value_len;
+        }
+        (next == restarts).then_some(Separators::InBlock { restarts })
     }
 
     /// Every separator of `index` copied out (a block whose entries share
@@ -154,7 +159,6 @@ impl IndexArray {
     ) -> Result<IndexArray> {
         let data = index.data().clone();
         let mut prefixes = Vec::new();
-        let mut values = Vec::new();
         let mut it = index.iter(icmp.clone());
         it.seek_to_first();
         while it.valid() {
@@ -166,18 +170,10 @@ impl IndexArray {
                 ));
             }
             prefixes.push(key_prefix(extract_user_key(it.key())));
-            values.push(it.value_range());
             it.next();
         }
         it.status()?;
-        if u32::try_from(data.len()).is_err() {
-            return Err(Error::corruption(
-                name,
-                index_offset,
-                "index block larger than 4 GiB",
-            ));
-        }
-        let separators = match Separators::in_block(index, &values) {
+        let separators = match Separators::in_block(index, prefixes.len()) {
             Some(in_block) => in_block,
             None => Separators::copied(index, icmp.clone(), name, index_offset)?,
         };
@@ -218,8 +214,7 @@ impl IndexArray {
     /// `build` checked every entry, so this is never `None`.
     #[inline]
     fn in_place(&self, restarts: usize, i: usize) -> Option<(Range<usize>, usize)> {
-        let at = decode_fixed32(self.data.get(restarts + 4 * i..)?)? as usize;
-        let found = whole_entry(&self.data[..restarts], at);
+        let found = whole_entry(&self.data, restarts, i);
         debug_assert!(found.is_some(), "index entry {i} was checked at build");
         found
     }

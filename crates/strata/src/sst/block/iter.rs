@@ -140,12 +140,64 @@ enum KeyAt {
 }
 
 /// The decoded header of one entry.
-struct EntryHeader {
-    shared: usize,
-    non_shared: usize,
-    value_len: usize,
+pub(crate) struct EntryHeader {
+    pub(crate) shared: usize,
+    pub(crate) non_shared: usize,
+    pub(crate) value_len: usize,
     /// Offset of the key delta.
-    key_start: usize,
+    pub(crate) key_start: usize,
+}
+
+/// The offset of restart point `index` of a block's `data` whose restart
+/// array begins at `restarts_offset`, checked to lie inside the entries
+/// area (`None` when it does not, or `index` is past the array).
+#[inline]
+pub(crate) fn restart_point(data: &[u8], restarts_offset: usize, index: u32) -> Option<usize> {
+    let at = restarts_offset + index as usize * 4;
+    let point = decode_fixed32(data.get(at..)?)? as usize;
+    (point <= restarts_offset).then_some(point)
+}
+
+/// The header of the entry at `at` of a block's `data` whose entries end
+/// at `end`, its lengths checked to stay inside the entries area.
+#[inline(always)]
+pub(crate) fn decode_entry_header(data: &[u8], end: usize, at: usize) -> Option<EntryHeader> {
+    // Three one-byte lengths, the usual header of a small entry: read
+    // together, without the general varint decoder.
+    if let Some(&[shared, non_shared, value_len]) = data.get(at..at + 3) {
+        if (shared | non_shared | value_len) < 0x80 {
+            let key_start = at + 3;
+            if key_start + non_shared as usize + value_len as usize > end {
+                return None;
+            }
+            return Some(EntryHeader {
+                shared: shared as usize,
+                non_shared: non_shared as usize,
+                value_len: value_len as usize,
+                key_start,
+            });
+        }
+    }
+    decode_entry_header_varints(data, end, at)
+}
+
+#[inline(never)]
+fn decode_entry_header_varints(data: &[u8], end: usize, at: usize) -> Option<EntryHeader> {
+    let area = data.get(at..end)?;
+    let (shared, n1) = decode_varint32(area)?;
+    let (non_shared, n2) = decode_varint32(&area[n1..])?;
+    let (value_len, n3) = decode_varint32(&area[n1 + n2..])?;
+    let header = n1 + n2 + n3;
+    let body = (non_shared as u64) + (value_len as u64);
+    if header as u64 + body > area.len() as u64 {
+        return None;
+    }
+    Some(EntryHeader {
+        shared: shared as usize,
+        non_shared: non_shared as usize,
+        value_len: value_len as usize,
+        key_start: at + header,
+    })
 }
 
 impl BlockIter {
@@ -252,52 +304,14 @@ impl BlockIter {
     /// entries area.
     fn restart_point(&self, index: u32) -> Option<usize> {
         debug_assert!(index < self.num_restarts);
-        let at = self.restarts_offset + index as usize * 4;
-        let point = decode_fixed32(self.data.get(at..)?)? as usize;
-        (point <= self.restarts_offset).then_some(point)
+        restart_point(&self.data, self.restarts_offset, index)
     }
 
     /// The header of the entry at `at`, its lengths checked to stay inside
     /// the entries area.
     #[inline(always)]
     fn decode_header(&self, at: usize) -> Option<EntryHeader> {
-        // Three one-byte lengths, the usual header of a small entry: read
-        // together, without the general varint decoder.
-        let end = self.restarts_offset;
-        if let Some(&[shared, non_shared, value_len]) = self.data.get(at..at + 3) {
-            if (shared | non_shared | value_len) < 0x80 {
-                let key_start = at + 3;
-                if key_start + non_shared as usize + value_len as usize > end {
-                    return None;
-                }
-                return Some(EntryHeader {
-                    shared: shared as usize,
-                    non_shared: non_shared as usize,
-                    value_len: value_len as usize,
-                    key_start,
-                });
-            }
-        }
-        self.decode_header_varints(at)
-    }
-
-    #[inline(never)]
-    fn decode_header_varints(&self, at: usize) -> Option<EntryHeader> {
-        let area = self.data.get(at..self.restarts_offset)?;
-        let (shared, n1) = decode_varint32(area)?;
-        let (non_shared, n2) = decode_varint32(&area[n1..])?;
-        let (value_len, n3) = decode_varint32(&area[n1 + n2..])?;
-        let header = n1 + n2 + n3;
-        let body = (non_shared as u64) + (value_len as u64);
-        if header as u64 + body > area.len() as u64 {
-            return None;
-        }
-        Some(EntryHeader {
-            shared: shared as usize,
-            non_shared: non_shared as usize,
-            value_len: value_len as usize,
-            key_start: at + header,
-        })
+        decode_entry_header(&self.data, self.restarts_offset, at)
     }
 
     fn seek_to_restart(&mut self, index: u32) -> bool {

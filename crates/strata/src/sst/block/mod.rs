@@ -30,7 +30,7 @@ pub use builder::BlockBuilder;
 #[cfg(test)]
 pub(crate) use hash_index::user_key_hash;
 pub use iter::BlockIter;
-pub(crate) use iter::PrevRun;
+pub(crate) use iter::{decode_entry_header, restart_point, PrevRun};
 
 use crate::util::prefetch::{prefetch_at, prefetch_range};
 use hash_index::{HashIndex, RESTARTS_MAX};
