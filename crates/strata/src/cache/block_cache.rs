@@ -72,14 +72,20 @@ pub const BLOCK_CACHE_ENTRY_OVERHEAD_BYTES: usize = BlockCache::ENTRY_OVERHEAD_B
 /// things: its block's `malloc_usable_size` and its `Block` object.
 pub const BLOCK_HEAP_OVERHEAD_BYTES: usize = 8 + 48;
 
-/// The charge of caching `block`: the heap its bytes take (rounded up to
-/// the allocator's 16-byte granule, with the buffer's header and owner),
-/// plus the cache's fixed per-entry overhead, so that the capacity bounds
-/// memory even for small blocks. Missing the 70 or so bytes a 4 KiB block
-/// takes besides its contents let a 1 GiB cache hold about 20 MB more
-/// than it said.
+/// The charge of caching something read from a table whose bytes take
+/// `bytes` (a data block; an index block with its arrays; a filter): the
+/// heap they take (rounded up to the allocator's 16-byte granule, with the
+/// buffer's header and owner), plus the cache's fixed per-entry overhead,
+/// so that the capacity bounds memory even for small entries. Missing the
+/// 70 or so bytes a 4 KiB block takes besides its contents let a 1 GiB
+/// cache hold about 20 MB more than it said.
+pub fn heap_charge(bytes: usize) -> usize {
+    bytes.next_multiple_of(16) + BLOCK_HEAP_OVERHEAD_BYTES + BLOCK_CACHE_ENTRY_OVERHEAD_BYTES
+}
+
+/// The charge of caching data block `block`: [`heap_charge`] of its size.
 pub fn block_charge(block: &Block) -> usize {
-    block.size().next_multiple_of(16) + BLOCK_HEAP_OVERHEAD_BYTES + BLOCK_CACHE_ENTRY_OVERHEAD_BYTES
+    heap_charge(block.size())
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::ops::Deref;
 use std::sync::{Arc, OnceLock};
 
 use super::TableReader;
-use crate::cache::{BlockCache, CachedBlock, CachedRepr, BLOCK_CACHE_ENTRY_OVERHEAD_BYTES};
+use crate::cache::{heap_charge, BlockCache, CachedBlock, CachedRepr};
 use crate::env::RandomAccessFile;
 use crate::error::Result;
 use crate::key::{BuiltinOrder, Comparator};
@@ -123,11 +123,6 @@ impl<T> Deref for MetaRef<'_, T> {
     }
 }
 
-/// The cache's charge for an index or filter of `bytes` bytes.
-fn charge(bytes: usize) -> usize {
-    bytes + BLOCK_CACHE_ENTRY_OVERHEAD_BYTES
-}
-
 /// Places an index or filter read at open: inserts it into `cache` when the
 /// placement says so, and keeps it in the reader unless it is to live in
 /// the cache alone.
@@ -145,7 +140,7 @@ pub(super) fn place<T: Clone>(
     cache.insert(
         (*id, handle.offset),
         CachedBlock(wrap(value.clone())),
-        charge(bytes),
+        heap_charge(bytes),
     );
     match placement {
         MetaPlacement::Cache => Meta::Cached(handle),
@@ -176,7 +171,7 @@ impl TableReader {
         cache.insert(
             (*id, handle.offset),
             CachedBlock(CachedRepr::Index(index.clone())),
-            charge(index.memory_bytes()),
+            heap_charge(index.memory_bytes()),
         );
         Ok(MetaRef::Owned(index))
     }
@@ -231,7 +226,7 @@ impl TableReader {
         cache.insert(
             (*id, handle.offset),
             CachedBlock(CachedRepr::Filter(filter.clone())),
-            charge(filter.size_bytes()),
+            heap_charge(filter.size_bytes()),
         );
         Ok(filter)
     }
