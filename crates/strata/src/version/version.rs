@@ -230,6 +230,7 @@ impl Version {
     /// both).
     pub fn overlapping_bytes_below(&self, level: usize, user_cmp: &dyn Comparator) -> Vec<u64> {
         debug_assert!(level > 0, "level 0 files overlap each other");
+        debug_assert!(level + 1 < NUM_LEVELS, "the last level has none below");
         let below = &self.files[level + 1];
         // The first file below that does not end before the current file.
         let mut first = 0;
