@@ -647,10 +647,11 @@ fn read_and_background_counters() {
 
 /// `estimate-table-readers-mem` counts the indexes and filters the table
 /// readers keep (and the index arrays once a lookup built them), not what
-/// lives in the block cache; `block-cache-usage` counts that.
+/// lives in the block cache, pinned there (a flushed table is in L0) or
+/// not; `block-cache-usage` counts that.
 #[test]
 fn table_readers_memory_is_what_they_hold_outside_the_cache() {
-    for cached in [false, true] {
+    for (cached, pinned) in [(false, false), (true, false), (true, true)] {
         let fs = MemFileSystem::new();
         let mut opts = mem_opts(&fs);
         let mut table = BlockBasedOptions::default();
@@ -658,6 +659,7 @@ fn table_readers_memory_is_what_they_hold_outside_the_cache() {
         table.set_bloom_filter(10.0, false);
         table.set_block_cache(&strata_kv::Cache::new_lru_cache(8 << 20));
         table.set_cache_index_and_filter_blocks(cached);
+        table.set_pin_l0_filter_and_index_blocks_in_cache(pinned);
         opts.set_block_based_table_factory(&table);
         let db = DB::open(&opts, "/readers-mem").unwrap();
         let prop =

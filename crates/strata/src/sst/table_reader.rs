@@ -78,6 +78,9 @@ pub struct TableReader {
     range_dels: Vec<RangeTombstone>,
     /// The block cache and this reader's key space in it.
     cache: Option<(Arc<BlockCache>, u64)>,
+    /// The index and filter were placed in the block cache (pinned or
+    /// not): the cache is charged for them, not the reader.
+    meta_in_cache: bool,
 }
 
 /// Gives each opened reader its own key space in a (possibly shared) cache.
@@ -226,6 +229,7 @@ impl TableReader {
             order,
             placement != MetaPlacement::Reader,
         )?);
+        let meta_in_cache = cache.is_some() && placement != MetaPlacement::Reader;
         let bytes = index.memory_bytes();
         let index = meta::place(
             index,
@@ -248,6 +252,7 @@ impl TableReader {
             props,
             range_dels,
             cache,
+            meta_in_cache,
         })
     }
 
@@ -263,17 +268,19 @@ impl TableReader {
 
     /// Heap bytes this reader holds outside the block cache, as RocksDB's
     /// `ApproximateMemoryUsage` of a table reader: the index (block, and
-    /// its arrays once built) and the filter when the reader keeps them
-    /// (an index or filter placed in the cache is the cache's, pinned or
-    /// not), and the range deletions.
+    /// its arrays once built) and the filter when the reader keeps them,
+    /// and the range deletions. An index or filter placed in the cache is
+    /// the cache's, pinned (also held here) or not, as in RocksDB; a pinned
+    /// copy the cache has evicted is then counted by neither (at most the
+    /// L0 tables' ones, see `meta.rs`).
     pub(crate) fn approximate_memory_usage(&self) -> usize {
         let index = match &self.index {
-            Meta::Held(index) => index.memory_bytes(),
-            Meta::Cached(_) => 0,
+            Meta::Held(index) if !self.meta_in_cache => index.memory_bytes(),
+            Meta::Held(_) | Meta::Cached(_) => 0,
         };
         let filter = match &self.filter {
-            Some(Meta::Held(filter)) => filter.size_bytes(),
-            Some(Meta::Cached(_)) | None => 0,
+            Some(Meta::Held(filter)) if !self.meta_in_cache => filter.size_bytes(),
+            Some(Meta::Held(_) | Meta::Cached(_)) | None => 0,
         };
         let range_dels: usize = self
             .range_dels
