@@ -10,7 +10,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::{Arc, Barrier};
 
-use strata_kv::{Options, WriteBatch, WriteOptions, DB};
+use strata_kv::{Options, ReadOptions, WriteBatch, WriteOptions, DB};
 
 mod common;
 use common::TempDir;
@@ -216,4 +216,43 @@ fn cached_point_lookups_allocate_nothing() {
     let per_get = (allocations() - before) as f64 / (2 * keys) as f64;
     assert_eq!(found, keys);
     assert!(per_get < PER_GET_MAX, "{per_get:.3} allocations per get");
+}
+
+#[test]
+fn a_batch_of_one_into_a_kept_vector_allocates_nothing() {
+    // `batched_multi_get_into` with one key is the pinned lookup itself:
+    // with the caller's vector kept from call to call, it allocates no
+    // more than `get_pinned` (nothing, with the blocks cached).
+    let dir = TempDir::new("allocations-multi-get");
+    let db = DB::open(&options(), &dir.0).unwrap();
+    let keys = 20_000u64;
+    for i in 0..keys {
+        db.put(key(2 * i), VALUE).unwrap();
+    }
+    db.flush().unwrap();
+    let ro = ReadOptions::default();
+    let mut out = Vec::with_capacity(1);
+    for i in 0..2 * keys {
+        db.batched_multi_get_into([&key(i)], false, &ro, &mut out);
+    }
+    let before = allocations();
+    let mut found = 0u64;
+    for i in 0..2 * keys {
+        db.batched_multi_get_into([&key(i)], false, &ro, &mut out);
+        assert_eq!(out.len(), 1);
+        if let Some(v) = out[0].as_ref().unwrap() {
+            assert_eq!(&**v, &VALUE[..]);
+            found += 1;
+        }
+    }
+    let per_get = (allocations() - before) as f64 / (2 * keys) as f64;
+    assert_eq!(found, keys);
+    assert!(per_get < PER_GET_MAX, "{per_get:.3} allocations per key");
+    // The vector-returning call allocates its vector: one per call.
+    let before = allocations();
+    for i in 0..keys {
+        assert_eq!(db.batched_multi_get([&key(i)], false).len(), 1);
+    }
+    let per_call = (allocations() - before) as f64 / keys as f64;
+    assert!((1.0..1.1).contains(&per_call), "{per_call:.3} allocations per call");
 }

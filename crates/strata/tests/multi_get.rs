@@ -135,6 +135,7 @@ fn multi_get_equals_a_loop_of_gets() {
             files[1..].iter().filter(|&&n| n > 0).count() >= 1,
             "config {config}: deeper levels {files:?}"
         );
+        let mut out = vec![Ok(None)];
         for &n in &[1usize, 2, 3, 7, 16, 32, 100, 1000] {
             let mut keys: Vec<Vec<u8>> = (0..n).map(|_| probe_key(&mut rng)).collect();
             if n > 2 {
@@ -188,7 +189,20 @@ fn multi_get_equals_a_loop_of_gets() {
                 &want,
                 &format!("{what}: no fill_cache"),
             );
+            // Into the caller's vector: what it held before is gone.
+            db.batched_multi_get_into(&keys, false, &ro, &mut out);
+            assert_same(&copied(out.drain(..).collect()), &want, &format!("{what}: into"));
+            out.push(Ok(None));
+            snapshot.batched_multi_get_into(&keys, false, ReadOptions::default(), &mut out);
+            assert_same(
+                &copied(std::mem::take(&mut out)),
+                &old,
+                &format!("{what}: snapshot into"),
+            );
+            out.push(Ok(None));
         }
+        db.batched_multi_get_into(&Vec::<Vec<u8>>::new(), false, &ReadOptions::default(), &mut out);
+        assert!(out.is_empty());
         assert!(db.multi_get(Vec::<Vec<u8>>::new()).is_empty());
         assert!(db
             .batched_multi_get(&Vec::<Vec<u8>>::new(), false)

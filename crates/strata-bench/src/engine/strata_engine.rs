@@ -18,6 +18,12 @@ use super::{
 };
 use crate::error::{Error, Result};
 
+thread_local! {
+    /// Each thread's batched MultiGet answers, kept between batches.
+    static ANSWERS: std::cell::RefCell<Vec<strata::Result<Option<strata::DBPinnableSlice>>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 const NAME: &str = "strata";
 
 /// Refuses what Strata cannot do yet: each of these would otherwise be
@@ -278,10 +284,24 @@ impl Engine for StrataEngine {
         found: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<usize> {
         if batched {
-            let results = self
-                .db
-                .batched_multi_get_opt(keys, false, &self.read_options);
-            report_found(results, err, found)
+            // Into a vector this thread keeps, as db_bench hands RocksDB's
+            // C++ MultiGet its own arrays: a batch allocates no answer
+            // vector, and a batch of one costs what a get costs.
+            ANSWERS.with(|answers| {
+                let mut answers = answers.borrow_mut();
+                self.db
+                    .batched_multi_get_into(keys, false, &self.read_options, &mut answers);
+                let mut n = 0;
+                for (i, r) in answers.iter().enumerate() {
+                    if let Some(v) = r.as_ref().map_err(|e| err(e.clone()))? {
+                        found(i, v);
+                        n += 1;
+                    }
+                }
+                // The answers pin their blocks: let them go now.
+                answers.clear();
+                Ok(n)
+            })
         } else {
             report_found(self.db.multi_get_opt(keys, &self.read_options), err, found)
         }

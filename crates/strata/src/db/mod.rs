@@ -459,6 +459,43 @@ impl DB {
         self.inner.multi_get_ro(&refs, sorted_input, ro)
     }
 
+    /// [`batched_multi_get_opt`](Self::batched_multi_get_opt) into the
+    /// caller's vector, as RocksDB's C++ `MultiGet` fills the caller's
+    /// `values` and `statuses` arrays: `out` is cleared, then holds one
+    /// answer per key in the order given. A vector kept from one call to
+    /// the next spares each call its result vector's allocation, so a
+    /// batch of one costs what [`get_pinned_opt`](Self::get_pinned_opt)
+    /// costs. Clear or drop `out` when done: its values pin their blocks.
+    ///
+    /// ```
+    /// # let dir = std::env::temp_dir().join(format!("strata-doc-mgi-{}", std::process::id()));
+    /// let db = strata_kv::DB::open_default(&dir)?;
+    /// db.put(b"a", b"1")?;
+    /// let ro = strata_kv::ReadOptions::default();
+    /// let mut out = Vec::new();
+    /// db.batched_multi_get_into([&b"b"[..], b"a"], false, &ro, &mut out);
+    /// assert_eq!(out.len(), 2);
+    /// assert!(out[0].as_ref().unwrap().is_none());
+    /// assert_eq!(out[1].as_ref().unwrap().as_deref(), Some(&b"1"[..]));
+    /// out.clear();
+    /// # drop(db); strata_kv::DB::destroy(&strata_kv::Options::default(), &dir)?;
+    /// # Ok::<(), strata_kv::Error>(())
+    /// ```
+    pub fn batched_multi_get_into<'a, K, I>(
+        &self,
+        keys: I,
+        sorted_input: bool,
+        ro: &ReadOptions,
+        out: &mut Vec<Result<Option<DBPinnableSlice>>>,
+    ) where
+        K: AsRef<[u8]> + 'a + ?Sized,
+        I: IntoIterator<Item = &'a K>,
+    {
+        let refs: SmallVec<[&[u8]; KEYS_INLINE]> = keys.into_iter().map(|k| k.as_ref()).collect();
+        out.clear();
+        self.inner.multi_get_ro_into(&refs, sorted_input, ro, out);
+    }
+
     /// A consistent view of the database as of now.
     pub fn snapshot(&self) -> Snapshot<'_> {
         let mut st = self.inner.state.lock();
@@ -737,6 +774,21 @@ impl<'a> Snapshot<'a> {
     {
         self.db
             .batched_multi_get_opt(keys, sorted_input, &self.options(ro))
+    }
+
+    /// [`DB::batched_multi_get_into`] as of the snapshot.
+    pub fn batched_multi_get_into<'k, K, I>(
+        &self,
+        keys: I,
+        sorted_input: bool,
+        ro: ReadOptions,
+        out: &mut Vec<Result<Option<DBPinnableSlice>>>,
+    ) where
+        K: AsRef<[u8]> + 'k + ?Sized,
+        I: IntoIterator<Item = &'k K>,
+    {
+        self.db
+            .batched_multi_get_into(keys, sorted_input, &self.options(ro), out)
     }
 
     /// A cursor as of the snapshot.

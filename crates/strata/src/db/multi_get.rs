@@ -80,6 +80,24 @@ impl DbInner {
         self.multi_get(keys, sorted_input, ro.snapshot, ro.cache_fill())
     }
 
+    /// [`multi_get_ro`](Self::multi_get_ro) appending its answers to
+    /// `out`: a batch of one is the point lookup itself, with no vector
+    /// of its own.
+    pub(crate) fn multi_get_ro_into(
+        &self,
+        keys: &[&[u8]],
+        sorted_input: bool,
+        ro: &super::options::ReadOptions,
+        out: &mut Vec<MultiGetResult>,
+    ) {
+        let _verify = crate::sst::ChecksumMode::for_read(ro.verify_checksums);
+        match keys {
+            [] => {}
+            [key] => out.push(self.get(key, ro.snapshot, ro.cache_fill())),
+            _ => out.extend(self.multi_get(keys, sorted_input, ro.snapshot, ro.cache_fill())),
+        }
+    }
+
     /// The newest visible value of every key of `keys` at `snapshot` (or
     /// now), in the order given. `sorted_input` is a hint that the keys
     /// ascend under the user comparator; it saves the sort, and a wrong hint
