@@ -15,6 +15,8 @@
 #   DIR       parent of the database (default /tmp; on disk, like W8)
 #   STEP      seconds between samples (default 30)
 #   KEEP=1    keep the database (it is removed otherwise)
+#   EXTRA     more flags for the mixed run (e.g. --cache_type=lru_cache,
+#             --benchmark_write_rate_limit=BYTES_PER_SEC)
 #   STRATA_BENCH, DB_BENCH  the binaries (default target/native/...)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -41,7 +43,7 @@ out=$(mktemp)
 benches=readwhilewriting
 [[ $E == db_bench ]] || benches+=,memstats
 "${cmd[@]}" "${F[@]}" --use_existing_db=1 --benchmarks="$benches" --threads=4 \
-    --duration="$T" --reads="$NUM" >"$out" 2>&1 &
+    --duration="$T" --reads="$NUM" ${EXTRA:-} >"$out" 2>&1 &
 pid=$!
 t=0
 while kill -0 "$pid" 2>/dev/null; do

@@ -199,6 +199,8 @@ define_flags! {
     rate_limiter_bytes_per_sec: i64 = 0;
     /// Refill period of the rate limiter, in microseconds.
     rate_limiter_refill_period_us: i64 = 100000;
+    /// Bytes (keys and values) per second the benchmark's own writers may put, over all of them (fills and readwhilewriting's writer); 0: no limit.
+    benchmark_write_rate_limit: u64 = 0;
     /// Write the log of the next write group while the previous one fills the memtable (both engines; db_bench's default).
     enable_pipelined_write: bool = true;
     /// Let the writers of a write group insert their own batches into the

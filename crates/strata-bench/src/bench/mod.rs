@@ -23,7 +23,7 @@ use crate::random::Random64;
 use crate::stats::{Reporting, Stats};
 use crate::values::ValueGenerator;
 
-use ops::{Method, Params, Shared, ThreadState};
+use ops::{Method, Params, Shared, ThreadState, WritePace};
 
 /// Every benchmark name the tool runs.
 pub const BENCHMARKS: &[&str] = &[
@@ -736,6 +736,7 @@ impl<'o> Runner<'o> {
             params: p,
             num_done: AtomicUsize::new(0),
             num_threads: n,
+            write_pace: WritePace::new(self.flags.benchmark_write_rate_limit),
         };
         let gate = StartGate::default();
         let results: Vec<Result<()>> = std::thread::scope(|s| {

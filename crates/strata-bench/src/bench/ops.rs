@@ -6,6 +6,7 @@
 //! keys as db_bench.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use super::duration::Duration;
 use crate::engine::{Batch, Engine, WriteMode};
@@ -84,6 +85,49 @@ pub struct Shared<'a> {
     pub num_done: AtomicUsize,
     /// Threads of the benchmark.
     pub num_threads: usize,
+    /// `--benchmark_write_rate_limit`, shared by every writer.
+    pub write_pace: WritePace,
+}
+
+/// Paces the benchmark's own writes to `--benchmark_write_rate_limit`
+/// bytes per second over all writer threads (db_bench's
+/// `write_rate_limiter`): each write reserves the next slot of the
+/// schedule and sleeps until it, in bursts of at most a millisecond.
+#[derive(Debug)]
+pub struct WritePace {
+    bytes_per_sec: u64,
+    /// When the schedule's next write may start.
+    next: std::sync::Mutex<Option<Instant>>,
+}
+
+impl WritePace {
+    /// A pace of `bytes_per_sec` (0: none).
+    pub fn new(bytes_per_sec: u64) -> WritePace {
+        WritePace {
+            bytes_per_sec,
+            next: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Waits until `bytes` more may be written.
+    pub fn request(&self, bytes: u64) {
+        if self.bytes_per_sec == 0 {
+            return;
+        }
+        let now = Instant::now();
+        let start = {
+            let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+            let start = next.map_or(now, |n| n.max(now));
+            *next = Some(start + std::time::Duration::from_secs_f64(bytes as f64 / self.bytes_per_sec as f64));
+            start
+        };
+        // Bursts up to a millisecond ahead of the schedule: sleeping for
+        // each small write would cost more than the write.
+        let ahead = start.saturating_duration_since(now);
+        if ahead > std::time::Duration::from_millis(1) {
+            std::thread::sleep(ahead);
+        }
+    }
 }
 
 /// One thread of a benchmark.
@@ -185,6 +229,7 @@ fn do_write(sh: &Shared<'_>, th: &mut ThreadState, order: WriteOrder, writes: u6
         // fillrandom write under callgrind. A batch of one put goes through
         // `put` instead, in both engines: RocksDB's `DB::Put` builds its
         // batch on the stack.
+        sh.write_pace.request(batch.data_bytes() as u64);
         match batch.single_put() {
             Some((k, v)) => sh.engine.put(k, v, p.write_mode)?,
             None => sh.engine.write(&batch, p.write_mode)?,
@@ -445,6 +490,7 @@ fn background_writer(sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> {
         let k = th.rand.next_u64() % p.flags_num;
         p.key_format.fill(k, p.flags_num, &mut key);
         let value = values.generate();
+        sh.write_pace.request((key.len() + value.len()) as u64);
         sh.engine.put(&key, value, p.write_mode)?;
         bytes += (key.len() + value.len()) as u64;
         th.stats.finished_ops(1, OpKind::Write);
@@ -518,4 +564,25 @@ fn fill_seek_seq(sh: &Shared<'_>, th: &mut ThreadState) -> Result<()> {
         i += 1;
     }
     it.status()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_pace_holds_writers_to_the_rate() {
+        // 10 requests of 100 KB at 10 MB/s: the last may start 90 ms after
+        // the first, so the ten take at least that (a lower bound only).
+        let pace = WritePace::new(10_000_000);
+        let start = Instant::now();
+        for _ in 0..10 {
+            pace.request(100_000);
+        }
+        assert!(start.elapsed() >= std::time::Duration::from_millis(88), "{:?}", start.elapsed());
+        // No limit: the schedule is not even kept.
+        let free = WritePace::new(0);
+        free.request(u64::MAX);
+        assert!(free.next.lock().unwrap().is_none());
+    }
 }
