@@ -254,5 +254,8 @@ fn a_batch_of_one_into_a_kept_vector_allocates_nothing() {
         assert_eq!(db.batched_multi_get([&key(i)], false).len(), 1);
     }
     let per_call = (allocations() - before) as f64 / keys as f64;
-    assert!((1.0..1.1).contains(&per_call), "{per_call:.3} allocations per call");
+    assert!(
+        (1.0..1.1).contains(&per_call),
+        "{per_call:.3} allocations per call"
+    );
 }

@@ -191,7 +191,11 @@ fn multi_get_equals_a_loop_of_gets() {
             );
             // Into the caller's vector: what it held before is gone.
             db.batched_multi_get_into(&keys, false, &ro, &mut out);
-            assert_same(&copied(out.drain(..).collect()), &want, &format!("{what}: into"));
+            assert_same(
+                &copied(out.drain(..).collect()),
+                &want,
+                &format!("{what}: into"),
+            );
             out.push(Ok(None));
             snapshot.batched_multi_get_into(&keys, false, ReadOptions::default(), &mut out);
             assert_same(
@@ -201,7 +205,12 @@ fn multi_get_equals_a_loop_of_gets() {
             );
             out.push(Ok(None));
         }
-        db.batched_multi_get_into(&Vec::<Vec<u8>>::new(), false, &ReadOptions::default(), &mut out);
+        db.batched_multi_get_into(
+            &Vec::<Vec<u8>>::new(),
+            false,
+            &ReadOptions::default(),
+            &mut out,
+        );
         assert!(out.is_empty());
         assert!(db.multi_get(Vec::<Vec<u8>>::new()).is_empty());
         assert!(db

@@ -108,7 +108,23 @@ pub(crate) fn lower_bound_by_prefix<'a, C: PrefixOrder>(
     key_at: impl Fn(usize) -> &'a [u8],
     ikey: &[u8],
 ) -> usize {
-    let target = key_prefix(extract_user_key(ikey));
+    lower_bound_by_prefix_of::<C, false>(prefixes, summary, key_at, ikey)
+}
+
+/// [`lower_bound_by_prefix`] over sorted internal keys (`USER_KEYS`
+/// false) or sorted user keys (true; `key` is then a user key too).
+#[inline]
+fn lower_bound_by_prefix_of<'a, C: PrefixOrder, const USER_KEYS: bool>(
+    prefixes: &[u64],
+    summary: &[u64],
+    key_at: impl Fn(usize) -> &'a [u8],
+    ikey: &[u8],
+) -> usize {
+    let target = key_prefix(if USER_KEYS {
+        ikey
+    } else {
+        extract_user_key(ikey)
+    });
     let (start, run) = if prefixes.first() == prefixes.last() {
         // Every key has the same prefix (or there are none): searching the
         // prefixes could only cost time.
@@ -129,7 +145,12 @@ pub(crate) fn lower_bound_by_prefix<'a, C: PrefixOrder>(
     let (mut lo, mut hi) = (start, start + run);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        if compare_internal(&user, key_at(mid), ikey) == Ordering::Less {
+        let order = if USER_KEYS {
+            user.compare(key_at(mid), ikey)
+        } else {
+            compare_internal(&user, key_at(mid), ikey)
+        };
+        if order == Ordering::Less {
             lo = mid + 1;
         } else {
             hi = mid;
@@ -157,6 +178,44 @@ pub(crate) fn lower_bound_in<'a>(
             lower_bound_by_prefix::<ReverseBytewiseComparator>(prefixes, summary, key_at, ikey)
         }
     })
+}
+
+/// [`lower_bound_in`] over sorted user keys (`key_at(i)`, with their
+/// prefixes `prefixes`): the first at or after the user key `user_key`.
+#[inline]
+pub(crate) fn lower_bound_user_in<'a>(
+    order: Option<BuiltinOrder>,
+    prefixes: &[u64],
+    summary: &[u64],
+    key_at: impl Fn(usize) -> &'a [u8],
+    user_key: &[u8],
+) -> Option<usize> {
+    Some(match order? {
+        BuiltinOrder::Bytewise => lower_bound_by_prefix_of::<BytewiseComparator, true>(
+            prefixes, summary, key_at, user_key,
+        ),
+        BuiltinOrder::ReverseBytewise => {
+            lower_bound_by_prefix_of::<ReverseBytewiseComparator, true>(
+                prefixes, summary, key_at, user_key,
+            )
+        }
+    })
+}
+
+/// Compares the user keys `a` and `b` under the built-in `order`,
+/// statically dispatched; through `ucmp` for a user comparator.
+#[inline]
+pub(crate) fn compare_user_in(
+    order: Option<BuiltinOrder>,
+    ucmp: &dyn Comparator,
+    a: &[u8],
+    b: &[u8],
+) -> Ordering {
+    match order {
+        Some(BuiltinOrder::Bytewise) => BytewiseComparator.compare(a, b),
+        Some(BuiltinOrder::ReverseBytewise) => ReverseBytewiseComparator.compare(a, b),
+        None => ucmp.compare(a, b),
+    }
 }
 
 /// Compares the internal keys `a` and `b` under the internal-key order over

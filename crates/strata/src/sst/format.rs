@@ -35,8 +35,14 @@ pub const FOOTER_BYTES: usize = 56;
 const FOOTER_HANDLES_BYTES: usize = 40;
 /// The last eight bytes of every Strata table ("STRATAT1" read as u64 LE).
 pub const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"STRATAT1");
-/// The format version this code writes; readers accept 1..=this.
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest format version this code writes; readers accept 1..=this.
+/// Version 2 tables may have index separators that are user keys (the
+/// `index_key_is_user_key` property); a table whose separators are
+/// internal keys is written as version 1, which older readers read.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The format version of a table whose index separators are internal keys.
+pub const FORMAT_VERSION_INTERNAL_KEY_INDEX: u32 = 1;
 
 /// Where a block lives in a file: its offset and its size without trailer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

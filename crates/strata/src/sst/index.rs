@@ -1,8 +1,9 @@
 //! Index block entries. Each data block has one entry:
 //!
 //! ```text
-//! key   := separator (an internal key >= every key in the block and
-//!          < every key in the next block)
+//! key   := separator (>= every key in the block and < every key in the
+//!          next block: a user key when no user key spans two blocks of
+//!          the table, else an internal key; docs/format/table.md)
 //! value := handle (varint64 offset | varint64 size) | property*
 //! property := varint32 tag | varint32 len | len bytes
 //! ```

@@ -1,7 +1,8 @@
 //! The index block of an open table, arranged once for point lookups:
 //! each entry's user key's 8-byte prefix as a big-endian integer, and where
-//! its separator (an internal key) and its data block handle lie in the
-//! index block, which the array shares (reference counted, no copy).
+//! its separator (a user key, or an internal key in a table where a user
+//! key spans blocks: `docs/format/table.md`) and its data block handle lie
+//! in the index block, which the array shares (reference counted, no copy).
 //!
 //! A lookup in the index block itself binary-searches restart points,
 //! decoding a prefix-compressed key and calling the comparator through a
@@ -29,7 +30,10 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
-use crate::key::prefix_search::{compare_internal_in, key_prefix, lower_bound_in, summarize};
+use crate::key::prefix_search::{
+    compare_internal_in, compare_user_in, key_prefix, lower_bound_in, lower_bound_user_in,
+    summarize,
+};
 use crate::key::{extract_user_key, BuiltinOrder, Comparator};
 use crate::util::coding::Decoder;
 
@@ -141,25 +145,31 @@ pub(crate) struct IndexArray {
     separators: Separators,
     /// The user comparator's order when built in.
     order: Option<BuiltinOrder>,
-    /// The internal-key comparator, for user comparators.
-    icmp: Arc<dyn Comparator>,
+    /// The separators are user keys (the table's
+    /// `index_key_is_user_key`), not internal keys.
+    user_keys: bool,
+    /// The separators' comparator, for user comparators: the user
+    /// comparator if they are user keys, else the internal-key comparator.
+    cmp: Arc<dyn Comparator>,
 }
 
 impl IndexArray {
-    /// Decodes `index` (at `index_offset` of table `name`), ordered by the
-    /// internal-key comparator `icmp` over a user comparator of built-in
-    /// `order` (its [`Comparator::builtin_order`]). A malformed entry is
-    /// `Corruption`.
+    /// Decodes `index` (at `index_offset` of table `name`), whose
+    /// separators are ordered by `cmp` over a user comparator of built-in
+    /// `order` (its [`Comparator::builtin_order`]): user keys under the
+    /// user comparator if `user_keys`, else internal keys under the
+    /// internal-key comparator. A malformed entry is `Corruption`.
     pub(crate) fn build(
         index: &Block,
-        icmp: Arc<dyn Comparator>,
+        cmp: Arc<dyn Comparator>,
         order: Option<BuiltinOrder>,
+        user_keys: bool,
         name: &str,
         index_offset: u64,
     ) -> Result<IndexArray> {
         let data = index.data().clone();
         let mut prefixes = Vec::new();
-        let mut it = index.iter(icmp.clone());
+        let mut it = index.iter(cmp.clone());
         it.seek_to_first();
         while it.valid() {
             if IndexValue::decode(it.value()).is_none() {
@@ -169,13 +179,18 @@ impl IndexArray {
                     "index entry holds a malformed block handle",
                 ));
             }
-            prefixes.push(key_prefix(extract_user_key(it.key())));
+            let user_key = if user_keys {
+                it.key()
+            } else {
+                extract_user_key(it.key())
+            };
+            prefixes.push(key_prefix(user_key));
             it.next();
         }
         it.status()?;
         let separators = match Separators::in_block(index, prefixes.len()) {
             Some(in_block) => in_block,
-            None => Separators::copied(index, icmp.clone(), name, index_offset)?,
+            None => Separators::copied(index, cmp.clone(), name, index_offset)?,
         };
         prefixes.shrink_to_fit();
         let a = IndexArray {
@@ -184,7 +199,8 @@ impl IndexArray {
             data,
             separators,
             order,
-            icmp,
+            user_keys,
+            cmp,
         };
         #[cfg(debug_assertions)]
         a.check_order(name);
@@ -252,16 +268,28 @@ impl IndexArray {
     }
 
     /// The first entry whose separator is at or after the internal key
-    /// `ikey` (the block that may hold it); `len()` if none is.
+    /// `ikey` (the block that may hold it); `len()` if none is. A user-key
+    /// separator stands for the last internal key of its user key, so
+    /// there it is the first separator at or after `ikey`'s user key.
     #[inline]
     pub(crate) fn lower_bound(&self, ikey: &[u8]) -> usize {
-        let found = lower_bound_in(
-            self.order,
-            &self.prefixes,
-            &self.summary,
-            |i| self.key(i),
-            ikey,
-        )
+        let found = if self.user_keys {
+            lower_bound_user_in(
+                self.order,
+                &self.prefixes,
+                &self.summary,
+                |i| self.key(i),
+                extract_user_key(ikey),
+            )
+        } else {
+            lower_bound_in(
+                self.order,
+                &self.prefixes,
+                &self.summary,
+                |i| self.key(i),
+                ikey,
+            )
+        }
         .unwrap_or_else(|| self.lower_bound_plain(ikey));
         #[cfg(feature = "invariants")]
         assert_eq!(found, self.lower_bound_plain(ikey), "index prefix search");
@@ -274,16 +302,25 @@ impl IndexArray {
     /// this before searching again).
     #[inline]
     pub(crate) fn at_or_before(&self, i: usize, ikey: &[u8]) -> bool {
-        compare_internal_in(self.order, &*self.icmp, ikey, self.key(i)).is_le()
+        if self.user_keys {
+            compare_user_in(self.order, &*self.cmp, extract_user_key(ikey), self.key(i)).is_le()
+        } else {
+            compare_internal_in(self.order, &*self.cmp, ikey, self.key(i)).is_le()
+        }
     }
 
     /// [`lower_bound`](Self::lower_bound) by full-key comparisons through
     /// the comparator trait object.
     pub(crate) fn lower_bound_plain(&self, ikey: &[u8]) -> usize {
+        let target = if self.user_keys {
+            extract_user_key(ikey)
+        } else {
+            ikey
+        };
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.icmp.compare(self.key(mid), ikey).is_lt() {
+            if self.cmp.compare(self.key(mid), target).is_lt() {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -299,7 +336,7 @@ impl IndexArray {
     fn check_order(&self, name: &str) {
         for i in 1..self.len() {
             debug_assert!(
-                self.icmp.compare(self.key(i - 1), self.key(i)).is_lt(),
+                self.cmp.compare(self.key(i - 1), self.key(i)).is_lt(),
                 "{name}: index separators {} and {i} out of order",
                 i - 1
             );
@@ -342,12 +379,37 @@ mod tests {
             Arc::new(ReverseBytewiseComparator),
         ];
         let mut copied_out = 0;
-        for (c, user) in users.into_iter().enumerate() {
-            let icmp: Arc<dyn Comparator> = Arc::new(InternalKeyComparator::new(user.clone()));
+        for (c, (user, user_keys)) in users
+            .iter()
+            .flat_map(|u| [(u.clone(), false), (u.clone(), true)])
+            .enumerate()
+        {
+            let ikcmp: Arc<dyn Comparator> = Arc::new(InternalKeyComparator::new(user.clone()));
+            // The separators' comparator: the user comparator over user
+            // keys (an index of user keys), else the internal-key one.
+            let icmp = if user_keys {
+                user.clone()
+            } else {
+                ikcmp.clone()
+            };
+            let iter = |block: &Block| {
+                if user_keys {
+                    block
+                        .iter(icmp.clone())
+                        .with_user_keys(user.builtin_order())
+                } else {
+                    block.iter(icmp.clone())
+                }
+            };
             for seed in 0..200u64 {
                 let mut rng = StdRng::seed_from_u64(seed);
                 let mut keys: Vec<Vec<u8>> =
                     (0..rng.gen_range(0..200)).map(|_| ikey(&mut rng)).collect();
+                if user_keys {
+                    for k in &mut keys {
+                        k.truncate(k.len() - 8);
+                    }
+                }
                 keys.sort_by(|a, b| icmp.compare(a, b));
                 keys.dedup();
                 let interval = rng.gen_range(1..4);
@@ -363,8 +425,15 @@ mod tests {
                 }
                 let block =
                     Block::new(bytes::Bytes::copy_from_slice(b.finish()), "t".into(), 0).unwrap();
-                let a =
-                    IndexArray::build(&block, icmp.clone(), user.builtin_order(), "t", 0).unwrap();
+                let a = IndexArray::build(
+                    &block,
+                    icmp.clone(),
+                    user.builtin_order(),
+                    user_keys,
+                    "t",
+                    0,
+                )
+                .unwrap();
                 assert_eq!(a.len(), keys.len());
                 // A restart interval of 1 stores every separator whole:
                 // read in place. Longer ones share bytes, mostly, and then
@@ -372,7 +441,7 @@ mod tests {
                 let in_block = matches!(a.separators, Separators::InBlock { .. });
                 assert!(in_block || interval > 1, "seed {seed}");
                 copied_out += usize::from(!in_block);
-                let mut it = block.iter(icmp.clone());
+                let mut it = iter(&block);
                 it.seek_to_first();
                 for i in 0..a.len() {
                     assert_eq!(a.key(i), it.key(), "seed {seed} entry {i}");
@@ -382,10 +451,25 @@ mod tests {
                 }
                 for _ in 0..300 {
                     let target = ikey(&mut rng);
-                    let mut it = block.iter(icmp.clone());
+                    let mut it = iter(&block);
                     it.seek(&target);
-                    let want = keys.iter().position(|k| icmp.compare(k, &target).is_ge());
+                    // A user-key separator stands for its user key's last
+                    // internal key: at or after the target if its user
+                    // key is at or after the target's.
+                    let want = keys.iter().position(|k| {
+                        if user_keys {
+                            icmp.compare(k, extract_user_key(&target)).is_ge()
+                        } else {
+                            ikcmp.compare(k, &target).is_ge()
+                        }
+                    });
                     let got = a.lower_bound(&target);
+                    if let Some(i) = got.checked_sub(1) {
+                        assert!(!a.at_or_before(i, &target), "seed {seed}");
+                    }
+                    if got < a.len() {
+                        assert!(a.at_or_before(got, &target), "seed {seed}");
+                    }
                     let at = format!("comparator {c} seed {seed} target {target:x?}");
                     assert_eq!(got, want.unwrap_or(keys.len()), "{at}");
                     assert_eq!(a.lower_bound_plain(&target), got, "{at}");

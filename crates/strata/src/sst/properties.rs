@@ -57,6 +57,11 @@ pub struct TableProperties {
     pub compression: String,
     /// Index block kind (`binary_search`).
     pub index_type: String,
+    /// Whether the index block's separators are user keys (format version
+    /// 2): no user key of the table has entries in two data blocks, so a
+    /// separator needs no sequence number. False in tables written before
+    /// the property existed, whose separators are internal keys.
+    pub index_key_is_user_key: bool,
     /// Data block index kind in effect for the table: `binary_search`, or
     /// `binary_search_and_hash` when the hash index was asked for and the
     /// comparator allows it. Empty in tables written before it existed.
@@ -183,6 +188,9 @@ impl TableProperties {
         let mut buf = Vec::new();
         put_varint64(&mut buf, u64::from(self.whole_key_filtering));
         entries.insert("strata.filter.whole.keys".to_string(), buf);
+        let mut buf = Vec::new();
+        put_varint64(&mut buf, u64::from(self.index_key_is_user_key));
+        entries.insert("strata.index.key.is.user.key".to_string(), buf);
         if !self.block_property_collectors.is_empty() {
             let mut names = Vec::new();
             for n in &self.block_property_collectors {
@@ -265,6 +273,11 @@ impl TableProperties {
                     1 => p.whole_key_filtering = true,
                     v => return Err(corrupt(format!("{name} is {v}, not 0 or 1"))),
                 },
+                "strata.index.key.is.user.key" => match int()? {
+                    0 => p.index_key_is_user_key = false,
+                    1 => p.index_key_is_user_key = true,
+                    v => return Err(corrupt(format!("{name} is {v}, not 0 or 1"))),
+                },
                 BLOCK_PROPERTY_COLLECTORS => {
                     let mut dec = crate::util::coding::Decoder::new(value);
                     while !dec.is_empty() {
@@ -322,6 +335,7 @@ mod tests {
             format_version: 1,
             compression: "zstd".into(),
             index_type: "binary_search".into(),
+            index_key_is_user_key: true,
             data_block_index_type: "binary_search_and_hash".into(),
             num_data_blocks_with_hash_index: 2,
             filter_policy: "strata.bloom.v1".into(),

@@ -235,7 +235,7 @@ impl Table {
         let mut n = 0;
         while index.valid() {
             n += 1;
-            let key = crate::key::extract_user_key(index.key());
+            let key = index.user_key();
             // A user key whose versions span blocks is one anchor.
             if n % step == 0
                 && keys

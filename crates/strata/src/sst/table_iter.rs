@@ -194,7 +194,7 @@ impl TableIterator {
             // run (an interval holding the next block's first key) does
             // not cover is before the run, and so is that block.
             self.index.prev();
-            if self.index.valid() && !prev.covers(self.index.key()) {
+            if self.index.valid() && !prev.covers_user_key(self.index.user_key()) {
                 // The run begins at this block's first entry.
                 self.index.next();
                 return self.land_on_first_of_block(saved);

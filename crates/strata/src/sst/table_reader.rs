@@ -61,6 +61,9 @@ pub struct TableReader {
     name: Arc<str>,
     icmp: Arc<dyn Comparator>,
     user_cmp: Arc<dyn Comparator>,
+    /// The index's separators are user keys (the table's
+    /// `index_key_is_user_key`), not internal keys.
+    index_user_keys: bool,
     /// `user_cmp.builtin_order()`, asked once at open rather than through
     /// the trait object at every block a lookup reads.
     order: Option<BuiltinOrder>,
@@ -221,12 +224,29 @@ impl TableReader {
         });
         let icmp: Arc<dyn Comparator> = Arc::new(InternalKeyComparator::new(comparator.clone()));
         let order = comparator.builtin_order();
+        let index_user_keys = props.index_key_is_user_key;
+        if index_user_keys && footer.format_version < 2 {
+            return Err(Error::corruption(
+                &*name,
+                footer.index.offset,
+                format!(
+                    "index of user keys in a table of format version {}",
+                    footer.format_version
+                ),
+            ));
+        }
+        let index_cmp = if index_user_keys {
+            comparator.clone()
+        } else {
+            icmp.clone()
+        };
         let index = Arc::new(TableIndex::read(
             &*file,
             &name,
             footer.index,
-            icmp.clone(),
+            index_cmp,
             order,
+            index_user_keys,
             placement != MetaPlacement::Reader,
         )?);
         let meta_in_cache = cache.is_some() && placement != MetaPlacement::Reader;
@@ -245,6 +265,7 @@ impl TableReader {
             icmp,
             order,
             user_cmp: comparator,
+            index_user_keys,
             footer,
             index,
             filter,
@@ -467,11 +488,25 @@ impl TableReader {
     /// An iterator over the index block (read again if it was evicted from
     /// the block cache, which can fail).
     pub(crate) fn index_iter(&self) -> Result<super::block::BlockIter> {
-        Ok(self
-            .index()?
-            .block
-            .iter(self.icmp.clone())
-            .with_internal_order(self.order))
+        let index = self.index()?;
+        let block = &index.block;
+        Ok(if self.index_user_keys {
+            block.iter(self.user_cmp.clone()).with_user_keys(self.order)
+        } else {
+            block
+                .iter(self.icmp.clone())
+                .with_internal_order(self.order)
+        })
+    }
+
+    /// The comparator of the index's separators: the user comparator if
+    /// they are user keys, else the internal-key comparator.
+    pub(super) fn index_cmp(&self) -> Arc<dyn Comparator> {
+        if self.index_user_keys {
+            self.user_cmp.clone()
+        } else {
+            self.icmp.clone()
+        }
     }
 
     pub(crate) fn decode_index_value<'a>(

@@ -1488,3 +1488,173 @@ fn key_anchors_sample_the_index_evenly() {
         );
     }
 }
+
+/// Keys ordered by length first, then bytes: a user comparator with no
+/// built-in order (the index searches go through the trait object).
+#[derive(Debug)]
+struct LengthFirst;
+
+impl Comparator for LengthFirst {
+    fn name(&self) -> &str {
+        "test.LengthFirst"
+    }
+    fn compare(&self, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+        a.len().cmp(&b.len()).then_with(|| a.cmp(b))
+    }
+}
+
+/// A table's index separators are user keys unless a user key has entries
+/// in two data blocks; then the whole index is of internal keys. Either
+/// way the table answers gets, seeks, scans and batched lookups as its
+/// entries say, and the user-key separators separate the blocks' user keys.
+#[test]
+fn index_separators_are_user_keys_unless_a_user_key_spans_blocks() {
+    use crate::key::extract_user_key;
+    let mut rng = StdRng::seed_from_u64(59);
+    let cmps: [Arc<dyn Comparator>; 3] = [
+        Arc::new(crate::key::BytewiseComparator),
+        Arc::new(ReverseBytewiseComparator),
+        Arc::new(LengthFirst),
+    ];
+    let (mut user_tables, mut internal_tables) = (0, 0);
+    for round in 0..24 {
+        let cmp = cmps[round % cmps.len()].clone();
+        let icmp = InternalKeyComparator::new(cmp.clone());
+        // Even rounds: one to three versions per key (one in every other
+        // of them), blocks of 4 KiB. Odd rounds: some keys with up to 60
+        // versions, blocks of ~128 bytes.
+        let mut entries = if round % 2 == 0 {
+            random_entries(&mut rng, 300, &cmp)
+        } else {
+            versioned_entries(&mut rng, 300, 60)
+        };
+        entries.sort_by(|a, b| icmp.compare(&a.0, &b.0));
+        if round % 4 == 0 {
+            // One version per key: no user key can span blocks.
+            entries.dedup_by(|a, b| extract_user_key(&a.0) == extract_user_key(&b.0));
+        }
+        let opts = TableOptions {
+            comparator: cmp.clone(),
+            block_size: if round % 2 == 0 { 4096 } else { 128 },
+            block_restart_interval: [1, 4, 16][round % 3],
+            index_block_restart_interval: if round % 4 == 3 { 4 } else { 1 },
+            ..TableOptions::default()
+        };
+        let (bytes, props) = write_table(&entries, &opts);
+        // What the data blocks hold: does a user key span two of them?
+        let table = open_bytes(bytes.clone(), cmp.clone()).unwrap();
+        let mut blocks: Vec<Vec<Vec<u8>>> = Vec::new();
+        let mut index = table.index_iter().unwrap();
+        index.seek_to_first();
+        let mut separators = Vec::new();
+        while index.valid() {
+            let v = super::index::IndexValue::decode(index.value()).unwrap();
+            let mut it = table.data_block_iter(table.read_data_block(v.handle, false).unwrap());
+            it.seek_to_first();
+            let mut keys = Vec::new();
+            while it.valid() {
+                keys.push(extract_user_key(it.key()).to_vec());
+                it.next();
+            }
+            blocks.push(keys);
+            separators.push(index.key().to_vec());
+            index.next();
+        }
+        let spans = blocks
+            .windows(2)
+            .any(|w| cmp.compare(w[0].last().unwrap(), &w[1][0]).is_eq());
+        let what = format!("round {round} ({} blocks)", blocks.len());
+        assert!(blocks.len() > 3, "{what}");
+        assert_eq!(props.index_key_is_user_key, !spans, "{what}");
+        assert_eq!(
+            table.footer().format_version,
+            if spans { 1 } else { 2 },
+            "{what}"
+        );
+        if spans {
+            internal_tables += 1;
+        } else {
+            user_tables += 1;
+            for (i, sep) in separators.iter().enumerate() {
+                assert!(
+                    cmp.compare(blocks[i].last().unwrap(), sep).is_le(),
+                    "{what}: {i}"
+                );
+                if let Some(next) = blocks.get(i + 1) {
+                    assert!(cmp.compare(sep, &next[0]).is_lt(), "{what}: {i}");
+                }
+            }
+        }
+        check_iterator(&table, &entries, &mut rng);
+        check_gets(&table, &entries, &mut rng);
+        // One batch: every user key (at a random sequence number) and some
+        // absent ones, ascending.
+        let mut users: Vec<Vec<u8>> = entries
+            .iter()
+            .map(|(k, _)| extract_user_key(k).to_vec())
+            .collect();
+        for _ in 0..50 {
+            users.push((0..rng.gen_range(1..20)).map(|_| rng.gen()).collect());
+        }
+        let mut lookups: Vec<Vec<u8>> = users
+            .iter()
+            .map(|u| ikey(u, rng.gen_range(0..1_000_000), ValueKind::FOR_SEEK))
+            .collect();
+        lookups.sort_by(|a, b| icmp.compare(a, b));
+        lookups.dedup_by(|a, b| extract_user_key(a) == extract_user_key(b));
+        let probes: Vec<TableProbe<'_>> = lookups
+            .iter()
+            .map(|l| TableProbe {
+                lookup: l,
+                hash: filter_hash(extract_user_key(l)),
+            })
+            .collect();
+        let mut got = vec![None; probes.len()];
+        let mut scratch = MultiGetScratch::default();
+        table.multi_get(&probes, false, &mut scratch, &mut |i, r| {
+            assert!(got[i].is_none(), "{what}: probe {i} answered twice");
+            let e = r.unwrap();
+            got[i] = Some((e.sequence, e.value.to_vec()));
+        });
+        for (i, l) in lookups.iter().enumerate() {
+            let p = crate::key::parse_internal_key(l).unwrap();
+            let want = model_get(&entries, p.user_key, p.sequence).map(|(mk, mv)| {
+                (
+                    crate::key::parse_internal_key(mk).unwrap().sequence,
+                    mv.clone(),
+                )
+            });
+            assert_eq!(got[i], want, "{what}: batched probe {i}");
+        }
+        // Every present user key at every sequence number around its
+        // versions, as a get finds it.
+        for (k, _) in &entries {
+            let p = crate::key::parse_internal_key(k).unwrap();
+            for seq in [p.sequence, p.sequence.saturating_sub(1)] {
+                let lookup = ikey(p.user_key, seq, ValueKind::FOR_SEEK);
+                let got = table.get(&lookup, filter_hash(p.user_key)).unwrap();
+                let want = model_get(&entries, p.user_key, seq);
+                assert_eq!(
+                    got.map(|g| (g.sequence, g.value.to_vec())),
+                    want.map(|(mk, mv)| {
+                        (
+                            crate::key::parse_internal_key(mk).unwrap().sequence,
+                            mv.clone(),
+                        )
+                    }),
+                    "{what}"
+                );
+            }
+        }
+        // The approximate offset of a key is its block's.
+        let first = &entries[entries.len() / 2].0;
+        assert!(
+            table.approximate_offset_of(first) < props.data_size,
+            "{what}"
+        );
+    }
+    assert!(
+        user_tables >= 6 && internal_tables >= 6,
+        "{user_tables} / {internal_tables}"
+    );
+}

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, PrefixRun};
 use crate::key::{
     compare_internal, extract_user_key, BuiltinOrder, BytewiseComparator, Comparator,
-    ReverseBytewiseComparator,
+    ReverseBytewiseComparator, TRAILER_BYTES,
 };
 use crate::util::coding::{decode_fixed32, decode_varint32};
 use crate::util::key_buf::{KeyBuf, INLINE as KEY_INLINE_BYTES};
@@ -35,6 +35,11 @@ pub struct BlockIter {
     /// Set when `cmp` is the internal-key comparator over this built-in
     /// order: comparisons are then statically dispatched.
     internal_order: Option<BuiltinOrder>,
+    /// The block's keys are user keys, not internal keys (an index block
+    /// whose separators are user keys): `cmp` is the user comparator,
+    /// `internal_order` the user order when built in, and seeks take the
+    /// user key of their internal-key target.
+    user_keys: bool,
     restarts_offset: usize,
     num_restarts: u32,
     hash_index: Option<HashIndex>,
@@ -210,6 +215,7 @@ impl BlockIter {
             data: block.data,
             cmp,
             internal_order: None,
+            user_keys: false,
             restarts_offset: block.restarts_offset,
             num_restarts: block.num_restarts,
             hash_index: block.hash_index,
@@ -256,8 +262,69 @@ impl BlockIter {
         self
     }
 
+    /// Declares that the block's keys are user keys ordered by `cmp` (the
+    /// iterator's comparator, the user comparator) of built-in `order`
+    /// when it has one: an index block whose separators are user keys.
+    /// Seeks still take internal keys and search for their user keys;
+    /// prefix runs are tested on the keys as they are.
+    pub(crate) fn with_user_keys(mut self, order: Option<BuiltinOrder>) -> BlockIter {
+        self.user_keys = true;
+        self.internal_order = order;
+        self
+    }
+
+    /// The user key of the current entry.
+    #[inline]
+    pub(crate) fn user_key(&self) -> &[u8] {
+        if self.user_keys {
+            self.key()
+        } else {
+            extract_user_key(self.key())
+        }
+    }
+
+    /// What a seek for the internal key `target` compares entries with.
+    #[inline]
+    fn seek_target<'t>(&self, target: &'t [u8]) -> &'t [u8] {
+        if self.user_keys {
+            extract_user_key(target)
+        } else {
+            target
+        }
+    }
+
+    /// True if `run` covers the entry key `key` (an internal key, or a
+    /// user key in a block of user keys).
+    #[inline]
+    fn run_covers(&self, run: &PrefixRun<'_>, key: &[u8]) -> bool {
+        if self.user_keys {
+            run.covers_user_key(key)
+        } else {
+            run.covers(key)
+        }
+    }
+
+    /// [`PrefixRun::covered_by_shared`] for an entry key `len` bytes long
+    /// in this block (a user key is the internal key without its trailer).
+    #[inline]
+    fn run_covered_by_shared(&self, run: &PrefixRun<'_>, shared: usize, len: usize) -> bool {
+        let len = if self.user_keys {
+            len + TRAILER_BYTES
+        } else {
+            len
+        };
+        run.covered_by_shared(shared, len)
+    }
+
     #[inline]
     fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+        if self.user_keys {
+            return match self.internal_order {
+                Some(BuiltinOrder::Bytewise) => BytewiseComparator.compare(a, b),
+                Some(BuiltinOrder::ReverseBytewise) => ReverseBytewiseComparator.compare(a, b),
+                None => self.cmp.compare(a, b),
+            };
+        }
         let c = match self.internal_order {
             Some(BuiltinOrder::Bytewise) => compare_internal(&BytewiseComparator, a, b),
             Some(BuiltinOrder::ReverseBytewise) => {
@@ -622,7 +689,7 @@ impl BlockIter {
     /// See [`InternalIterator::skip_run_forward`]; stays in this block
     /// (invalid with an Ok status when the run reaches its end).
     fn skip_run_forward_in_block(&mut self, run: &PrefixRun<'_>) {
-        if !self.valid() || !run.covers(self.key()) {
+        if !self.valid() || !self.run_covers(run, self.key()) {
             return;
         }
         if self.prefix_restarts {
@@ -642,7 +709,7 @@ impl BlockIter {
                         let end = at + 3 + non_shared as usize + value_len as usize;
                         let len = shared as usize + non_shared as usize;
                         if end <= self.restarts_offset
-                            && run.covered_by_shared(shared as usize, len)
+                            && self.run_covered_by_shared(run, shared as usize, len)
                         {
                             self.next = end;
                             passed = true;
@@ -654,7 +721,8 @@ impl BlockIter {
                             && restarts_passed < RESTARTS_SCANNED_MAX
                             && run.is_interval()
                             && end <= self.restarts_offset
-                            && run.covers(&self.data[at + 3..at + 3 + non_shared as usize])
+                            && self
+                                .run_covers(run, &self.data[at + 3..at + 3 + non_shared as usize])
                         {
                             self.next = end;
                             passed = true;
@@ -670,7 +738,7 @@ impl BlockIter {
                 // Its leading bytes are the run's: covered, and its key need
                 // not be rebuilt, since every key passed this way starts with
                 // the same bytes as the last one rebuilt.
-                if run.covered_by_shared(h.shared, h.shared + h.non_shared) {
+                if self.run_covered_by_shared(run, h.shared, h.shared + h.non_shared) {
                     self.next = h.key_start + h.non_shared + h.value_len;
                     passed = true;
                     continue;
@@ -688,7 +756,7 @@ impl BlockIter {
                 return; // the end of the block
             }
             passed = false;
-            if !run.covers(self.key()) {
+            if !self.run_covers(run, self.key()) {
                 return;
             }
             let at_restart = self.restart_point(self.restart_index) == Some(self.current);
@@ -772,12 +840,12 @@ impl BlockIter {
     /// first entry).
     fn skip_run_backward_in_block(&mut self, run: &PrefixRun<'_>) {
         if !run.is_interval() && !self.prefix_restarts {
-            while self.valid() && run.covers(self.key()) {
+            while self.valid() && self.run_covers(run, self.key()) {
                 self.prev();
             }
             return;
         }
-        if !self.valid() || !run.covers(self.key()) {
+        if !self.valid() || !self.run_covers(run, self.key()) {
             return;
         }
         // The run's first entry lies in the interval before its first
@@ -941,7 +1009,7 @@ impl BlockIter {
                 (r, j)
             }
         };
-        if run.covers(&self.cache.keys[self.cache.entries[j].key.clone()]) {
+        if self.run_covers(run, &self.cache.keys[self.cache.entries[j].key.clone()]) {
             // The current entry is not the first of its run here.
             return PrevRun::Unknown;
         }
@@ -1017,7 +1085,7 @@ impl BlockIter {
         let cache = &self.cache;
         (0..end)
             .rev()
-            .find(|&k| !run.covers(&cache.keys[cache.entries[k].key.clone()]))
+            .find(|&k| !self.run_covers(run, &cache.keys[cache.entries[k].key.clone()]))
     }
 
     /// Decodes restart interval `index` whole into the interval cache,
@@ -1128,7 +1196,7 @@ impl BlockIter {
     /// corruption (recorded).
     fn restart_covered(&mut self, run: &PrefixRun<'_>, index: u32) -> Option<bool> {
         match self.restart_key(index) {
-            Some(r) => Some(run.covers(&self.data[r])),
+            Some(r) => Some(self.run_covers(run, &self.data[r])),
             None => {
                 let at = self.restart_point(index).unwrap_or(self.restarts_offset);
                 self.corrupt(at, "restart entry is malformed or shares a prefix");
@@ -1157,6 +1225,7 @@ impl InternalIterator for BlockIter {
     }
 
     fn seek(&mut self, target: &[u8]) {
+        let target = self.seek_target(target);
         if let Some(index) = self.seek_start(target) {
             self.seek_from(target, index);
         }
@@ -1170,6 +1239,7 @@ impl InternalIterator for BlockIter {
         if !self.valid() {
             self.seek_to_last();
         }
+        let target = self.seek_target(target);
         while self.valid() && self.compare(self.key(), target) == Ordering::Greater {
             self.prev();
         }

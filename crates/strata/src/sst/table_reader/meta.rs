@@ -47,27 +47,34 @@ pub(crate) enum MetaPlacement {
 pub(crate) struct TableIndex {
     pub(crate) block: Block,
     array: OnceLock<Result<IndexArray>>,
-    icmp: Arc<dyn Comparator>,
+    /// The separators' comparator: the user comparator if they are user
+    /// keys, else the internal-key comparator.
+    cmp: Arc<dyn Comparator>,
     order: Option<BuiltinOrder>,
+    /// The separators are user keys (the table's `index_key_is_user_key`).
+    pub(crate) user_keys: bool,
 }
 
 impl TableIndex {
-    /// Reads and checks the index block at `handle` of `file`; its arrays
-    /// are decoded now if `eager`, else by the first [`array`](Self::array).
+    /// Reads and checks the index block at `handle` of `file`, whose
+    /// separators `cmp` orders (user keys if `user_keys`); its arrays are
+    /// decoded now if `eager`, else by the first [`array`](Self::array).
     pub(crate) fn read(
         file: &dyn RandomAccessFile,
         name: &Arc<str>,
         handle: BlockHandle,
-        icmp: Arc<dyn Comparator>,
+        cmp: Arc<dyn Comparator>,
         order: Option<BuiltinOrder>,
+        user_keys: bool,
         eager: bool,
     ) -> Result<TableIndex> {
         let block = Block::new(read_block(file, name, handle)?, name.clone(), handle.offset)?;
         let index = TableIndex {
             block,
             array: OnceLock::new(),
-            icmp,
+            cmp,
             order,
+            user_keys,
         };
         if eager {
             index.array()?;
@@ -84,8 +91,9 @@ impl TableIndex {
         let built = self.array.get_or_init(|| {
             IndexArray::build(
                 &self.block,
-                self.icmp.clone(),
+                self.cmp.clone(),
                 self.order,
+                self.user_keys,
                 self.block.file(),
                 self.block.offset(),
             )
@@ -164,8 +172,9 @@ impl TableReader {
             &*self.file,
             &self.name,
             handle,
-            self.icmp.clone(),
+            self.index_cmp(),
             self.order,
+            self.index_user_keys,
             true,
         )?);
         cache.insert(
