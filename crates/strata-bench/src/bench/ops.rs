@@ -118,7 +118,10 @@ impl WritePace {
         let start = {
             let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
             let start = next.map_or(now, |n| n.max(now));
-            *next = Some(start + std::time::Duration::from_secs_f64(bytes as f64 / self.bytes_per_sec as f64));
+            *next = Some(
+                start
+                    + std::time::Duration::from_secs_f64(bytes as f64 / self.bytes_per_sec as f64),
+            );
             start
         };
         // Bursts up to a millisecond ahead of the schedule: sleeping for
@@ -579,7 +582,11 @@ mod tests {
         for _ in 0..10 {
             pace.request(100_000);
         }
-        assert!(start.elapsed() >= std::time::Duration::from_millis(88), "{:?}", start.elapsed());
+        assert!(
+            start.elapsed() >= std::time::Duration::from_millis(88),
+            "{:?}",
+            start.elapsed()
+        );
         // No limit: the schedule is not even kept.
         let free = WritePace::new(0);
         free.request(u64::MAX);
