@@ -192,7 +192,7 @@ fn multi_get_equals_a_loop_of_gets() {
             // Into the caller's vector: what it held before is gone.
             db.batched_multi_get_into(&keys, false, &ro, &mut out);
             assert_same(
-                &copied(out.drain(..).collect()),
+                &copied(std::mem::take(&mut out)),
                 &want,
                 &format!("{what}: into"),
             );
