@@ -14,6 +14,7 @@ use smallvec::SmallVec;
 
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, PrefixRun};
+use crate::key::prefix_search::compare_user_in;
 use crate::key::{
     compare_internal, extract_user_key, BuiltinOrder, BytewiseComparator, Comparator,
     ReverseBytewiseComparator, TRAILER_BYTES,
@@ -33,7 +34,8 @@ pub struct BlockIter {
     data: Bytes,
     cmp: Arc<dyn Comparator>,
     /// Set when `cmp` is the internal-key comparator over this built-in
-    /// order: comparisons are then statically dispatched.
+    /// order (or, with `user_keys`, that order itself): comparisons are
+    /// then statically dispatched.
     internal_order: Option<BuiltinOrder>,
     /// The block's keys are user keys, not internal keys (an index block
     /// whose separators are user keys): `cmp` is the user comparator,
@@ -319,11 +321,7 @@ impl BlockIter {
     #[inline]
     fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
         if self.user_keys {
-            return match self.internal_order {
-                Some(BuiltinOrder::Bytewise) => BytewiseComparator.compare(a, b),
-                Some(BuiltinOrder::ReverseBytewise) => ReverseBytewiseComparator.compare(a, b),
-                None => self.cmp.compare(a, b),
-            };
+            return compare_user_in(self.internal_order, &*self.cmp, a, b);
         }
         let c = match self.internal_order {
             Some(BuiltinOrder::Bytewise) => compare_internal(&BytewiseComparator, a, b),
@@ -530,6 +528,7 @@ impl BlockIter {
     /// interval of its first entry; user keys are equal only when their
     /// bytes are (the builder writes no index for other comparators).
     pub fn seek_for_get(&mut self, target: &[u8], hash: u64) {
+        debug_assert!(!self.user_keys, "seek_for_get is for data blocks");
         if self.status.is_err() {
             return;
         }
