@@ -292,15 +292,23 @@ impl Engine for StrataEngine {
                 self.db
                     .batched_multi_get_into(keys, false, &self.read_options, &mut answers);
                 let mut n = 0;
+                let mut failed = None;
                 for (i, r) in answers.iter().enumerate() {
-                    if let Some(v) = r.as_ref().map_err(|e| err(e.clone()))? {
-                        found(i, v);
-                        n += 1;
+                    match r {
+                        Ok(Some(v)) => {
+                            found(i, v);
+                            n += 1;
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            failed = Some(e.clone());
+                            break;
+                        }
                     }
                 }
-                // The answers pin their blocks: let them go now.
+                // The answers pin their blocks: let them go now, on error too.
                 answers.clear();
-                Ok(n)
+                failed.map_or(Ok(n), |e| Err(err(e)))
             })
         } else {
             report_found(self.db.multi_get_opt(keys, &self.read_options), err, found)

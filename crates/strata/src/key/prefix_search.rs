@@ -101,18 +101,8 @@ fn prefixes_before<C: PrefixOrder>(prefixes: &[u64], summary: &[u64], target: u6
 /// prefixes are `prefixes` (summarized by `summary`: empty, or
 /// [`summarize`]`(prefixes)`) and whose `i`-th key is `key_at(i)`;
 /// `prefixes.len()` if none is.
-#[inline]
-pub(crate) fn lower_bound_by_prefix<'a, C: PrefixOrder>(
-    prefixes: &[u64],
-    summary: &[u64],
-    key_at: impl Fn(usize) -> &'a [u8],
-    ikey: &[u8],
-) -> usize {
-    lower_bound_by_prefix_of::<C, false>(prefixes, summary, key_at, ikey)
-}
-
-/// [`lower_bound_by_prefix`] over sorted internal keys (`USER_KEYS`
-/// false) or sorted user keys (true; `key` is then a user key too).
+/// With `USER_KEYS`, the keys and `ikey` are user keys instead, ordered by
+/// `C` itself.
 #[inline]
 fn lower_bound_by_prefix_of<'a, C: PrefixOrder, const USER_KEYS: bool>(
     prefixes: &[u64],
@@ -159,7 +149,7 @@ fn lower_bound_by_prefix_of<'a, C: PrefixOrder, const USER_KEYS: bool>(
     lo
 }
 
-/// [`lower_bound_by_prefix`] under the built-in `order`, resolved here once
+/// [`lower_bound_by_prefix_of`] over internal keys under the built-in `order`, resolved here once
 /// per search; None for a user comparator (no built-in order), whose
 /// callers search full keys through the comparator instead.
 #[inline]
@@ -170,14 +160,7 @@ pub(crate) fn lower_bound_in<'a>(
     key_at: impl Fn(usize) -> &'a [u8],
     ikey: &[u8],
 ) -> Option<usize> {
-    Some(match order? {
-        BuiltinOrder::Bytewise => {
-            lower_bound_by_prefix::<BytewiseComparator>(prefixes, summary, key_at, ikey)
-        }
-        BuiltinOrder::ReverseBytewise => {
-            lower_bound_by_prefix::<ReverseBytewiseComparator>(prefixes, summary, key_at, ikey)
-        }
-    })
+    lower_bound_in_of::<false>(order, prefixes, summary, key_at, ikey)
 }
 
 /// [`lower_bound_in`] over sorted user keys (`key_at(i)`, with their
@@ -190,15 +173,26 @@ pub(crate) fn lower_bound_user_in<'a>(
     key_at: impl Fn(usize) -> &'a [u8],
     user_key: &[u8],
 ) -> Option<usize> {
+    lower_bound_in_of::<true>(order, prefixes, summary, key_at, user_key)
+}
+
+/// The order's dispatch of [`lower_bound_in`] and [`lower_bound_user_in`].
+#[inline]
+fn lower_bound_in_of<'a, const USER_KEYS: bool>(
+    order: Option<BuiltinOrder>,
+    prefixes: &[u64],
+    summary: &[u64],
+    key_at: impl Fn(usize) -> &'a [u8],
+    key: &[u8],
+) -> Option<usize> {
     Some(match order? {
-        BuiltinOrder::Bytewise => lower_bound_by_prefix_of::<BytewiseComparator, true>(
-            prefixes, summary, key_at, user_key,
+        BuiltinOrder::Bytewise => lower_bound_by_prefix_of::<BytewiseComparator, USER_KEYS>(
+            prefixes, summary, key_at, key,
         ),
-        BuiltinOrder::ReverseBytewise => {
-            lower_bound_by_prefix_of::<ReverseBytewiseComparator, true>(
-                prefixes, summary, key_at, user_key,
-            )
-        }
+        BuiltinOrder::ReverseBytewise => lower_bound_by_prefix_of::<
+            ReverseBytewiseComparator,
+            USER_KEYS,
+        >(prefixes, summary, key_at, key),
     })
 }
 

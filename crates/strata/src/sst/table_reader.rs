@@ -61,9 +61,6 @@ pub struct TableReader {
     name: Arc<str>,
     icmp: Arc<dyn Comparator>,
     user_cmp: Arc<dyn Comparator>,
-    /// The index's separators are user keys (the table's
-    /// `index_key_is_user_key`), not internal keys.
-    index_user_keys: bool,
     /// `user_cmp.builtin_order()`, asked once at open rather than through
     /// the trait object at every block a lookup reads.
     order: Option<BuiltinOrder>,
@@ -265,7 +262,6 @@ impl TableReader {
             icmp,
             order,
             user_cmp: comparator,
-            index_user_keys,
             footer,
             index,
             filter,
@@ -490,7 +486,7 @@ impl TableReader {
     pub(crate) fn index_iter(&self) -> Result<super::block::BlockIter> {
         let index = self.index()?;
         let block = &index.block;
-        Ok(if self.index_user_keys {
+        Ok(if self.props.index_key_is_user_key {
             block.iter(self.user_cmp.clone()).with_user_keys(self.order)
         } else {
             block
@@ -502,7 +498,7 @@ impl TableReader {
     /// The comparator of the index's separators: the user comparator if
     /// they are user keys, else the internal-key comparator.
     pub(super) fn index_cmp(&self) -> Arc<dyn Comparator> {
-        if self.index_user_keys {
+        if self.props.index_key_is_user_key {
             self.user_cmp.clone()
         } else {
             self.icmp.clone()

@@ -52,7 +52,7 @@ pub(crate) struct TableIndex {
     cmp: Arc<dyn Comparator>,
     order: Option<BuiltinOrder>,
     /// The separators are user keys (the table's `index_key_is_user_key`).
-    pub(crate) user_keys: bool,
+    user_keys: bool,
 }
 
 impl TableIndex {
@@ -174,7 +174,7 @@ impl TableReader {
             handle,
             self.index_cmp(),
             self.order,
-            self.index_user_keys,
+            self.props.index_key_is_user_key,
             true,
         )?);
         cache.insert(
