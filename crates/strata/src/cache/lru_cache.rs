@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 
-use super::lru_shard::{Dropped, LruShard};
+use super::lru_shard::{key_hash, Dropped, LruShard};
 
 /// When the shard count is chosen automatically, each shard holds at least
 /// this much capacity (RocksDB's default minimum shard size).
@@ -37,25 +37,21 @@ struct Shard<K, V> {
     misses: AtomicU64,
 }
 
-/// Hashes keys to shards.
-static SHARD_HASHER: ahash::RandomState = ahash::RandomState::with_seeds(
-    0x243f_6a88_85a3_08d3,
-    0x1319_8a2e_0370_7344,
-    0xa409_3822_299f_31d0,
-    0x082e_fa98_ec4e_6c89,
-);
-
 /// A concurrent LRU cache of `K` to `V`, bounded by the total charge
 /// (usually bytes) of its entries, in the manner of RocksDB's `LRUCache`.
 ///
-/// A key's hash picks its shard (upper bits of a 64-bit hash); each shard is
+/// A key's hash (computed once per call) picks its shard (its upper bits),
+/// and places the key in that shard's index; each shard is
 /// an independent LRU under its own `parking_lot::RwLock`, so threads working
 /// on different shards do not contend, and hits on one shard hold its lock
 /// shared: a reader descheduled during a hit (more threads than cores)
 /// holds up only that shard's inserts, not the other readers. Each shard
-/// keeps its values in a `HashMap`, each beside the slot of its key's node
-/// in a doubly linked recency list stored in a `Vec` slab, so insert,
-/// lookup and eviction are O(1) and a hit reads one bucket of the map. A
+/// keeps its entries (key, value, charge) in the nodes of a doubly linked
+/// recency list, stored in a slab that grows a chunk at a time, and finds
+/// them through a hash table of slot numbers (5 bytes a bucket), so insert,
+/// lookup and eviction are O(1), a hit reads a bucket and a node, and what
+/// the cache takes for itself stays within the per-entry overhead it asks
+/// callers to charge ([`ENTRY_OVERHEAD_BYTES`](Self::ENTRY_OVERHEAD_BYTES)). A
 /// hit marks its entry instead of moving it; eviction gives a marked entry
 /// at the LRU end a second chance (RocksDB's `LRUCache` relinks on every
 /// hit; CLOCK-style caches such as its `HyperClockCache` do not, which is
@@ -127,11 +123,12 @@ where
     /// bounded by the capacity.
     pub fn insert(&self, key: K, value: V, charge: usize) -> bool {
         let mut dropped = Dropped::new();
+        let hash = key_hash(&key);
         let inserted = self
-            .shard(&key)
+            .shard(hash)
             .lru
             .write()
-            .insert(key, value, charge, &mut dropped);
+            .insert(key, hash, value, charge, &mut dropped);
         // The guard is gone: dropping values (possibly freeing them) here
         // does not hold up other threads.
         drop(dropped);
@@ -161,8 +158,9 @@ where
     /// value itself. Counted as a hit or a miss like [`LruCache::get`]. `f`
     /// must be short and must not call back into this cache.
     pub fn read_with<R>(&self, key: &K, f: impl FnOnce(&V) -> R) -> Option<R> {
-        let shard = self.shard(key);
-        let r = shard.lru.read().read_with(key, f);
+        let hash = key_hash(key);
+        let shard = self.shard(hash);
+        let r = shard.lru.read().read_with(key, hash, f);
         let counter = if r.is_some() {
             &shard.hits
         } else {
@@ -175,7 +173,8 @@ where
     /// Removes the entry for `key`, if any. Clones already handed out stay
     /// valid.
     pub fn erase(&self, key: &K) {
-        let removed = self.shard(key).lru.write().remove(key);
+        let hash = key_hash(key);
+        let removed = self.shard(hash).lru.write().remove(key, hash);
         drop(removed);
     }
 
@@ -203,22 +202,13 @@ where
         }
     }
 
-    fn shard(&self, key: &K) -> &Shard<K, V> {
-        &self.shards[self.shard_index(key)]
-    }
-
-    fn shard_index(&self, key: &K) -> usize {
-        if self.shard_bits == 0 {
-            return 0;
-        }
-        // Fixed seeds, so a key always maps to the same shard. The upper bits
-        // pick the shard; each shard's `HashMap` hashes again with its own
-        // random seeds, so the two stay independent. aHash rather than the
-        // standard SipHash: a lookup hashes twice, and SipHash's ~20 ns a
-        // time showed in block cache hits (keys are the engine's own file
-        // ids and offsets, not user input, so HashDoS resistance buys
-        // nothing here).
-        (SHARD_HASHER.hash_one(key) >> (u64::BITS - self.shard_bits)) as usize
+    /// The shard of a key with [`key_hash`] `hash`: its upper bits.
+    fn shard(&self, hash: u64) -> &Shard<K, V> {
+        let index = match self.shard_bits {
+            0 => 0,
+            bits => (hash >> (u64::BITS - bits)) as usize,
+        };
+        &self.shards[index]
     }
 
     /// Panics unless every shard is consistent and the shard capacities add
@@ -243,9 +233,11 @@ where
 }
 
 impl<K, V> LruCache<K, V> {
-    /// Estimated bytes of bookkeeping the cache keeps per entry (slab slot
-    /// with the key and the value's inline part, index entry); callers add it
-    /// to an entry's charge so that the capacity bounds real memory.
+    /// Most bytes of bookkeeping the cache keeps per entry (slab slot with
+    /// the key and the value's inline part, and the index's share); callers
+    /// add it to an entry's charge so that the capacity bounds real memory.
+    /// Besides it, each shard may keep about 10 KiB, and the slots of the
+    /// most entries it has held at once.
     pub const ENTRY_OVERHEAD_BYTES: usize = LruShard::<K, V>::ENTRY_OVERHEAD_BYTES;
 
     /// Total charge of the entries held. Shards are read one at a time, so

@@ -1,57 +1,83 @@
-//! A doubly linked recency list whose nodes live in a `Vec` slab.
+//! A doubly linked recency list whose nodes, each an entry's key, value,
+//! charge and links, live in a slab of fixed-size chunks.
 //!
-//! Nodes link to each other by slot index (`newer` toward the most recently
-//! used end, `older` toward the least recently used end), so pushing,
-//! unlinking and moving a node to the front are O(1) and need no `unsafe`.
-//! Freed slots go on a free list and are reused before the slab grows, so the
-//! slab never holds more slots than the peak number of live nodes.
+//! Nodes link to each other by slot number (`newer` toward the most
+//! recently used end, `older` toward the least recently used end), so
+//! pushing, unlinking and moving a node to the front are O(1) and need no
+//! `unsafe`. Freed slots go on a free list threaded through the vacant
+//! slots themselves and are reused before the slab grows. The slab grows by
+//! one chunk of [`CHUNK_SLOTS`] slots at a time and never moves a node: it
+//! holds at most the peak number of live nodes plus one chunk, and growing
+//! it copies nothing (a `Vec` slab doubles, so up to half of it can be
+//! spare, and while it grows the old and new buffers are both live).
 //!
-//! Invariants (checked by `check_invariants`): every linked slot is occupied
-//! and every occupied slot is linked exactly once; `len` counts them;
-//! `charge_total` is the sum of their charges; free slots are vacant.
+//! Invariants (checked by `check_invariants`): every linked slot is
+//! occupied and every occupied slot is linked exactly once; `len` counts
+//! them; `charge_total` is the sum of their charges; every other slot is on
+//! the free list exactly once.
 //!
 //! Not thread-safe on its own; each cache shard owns one behind its
-//! read-write lock. Only [`LruList::mark_referenced`] runs under the shared
+//! read-write lock. Only [`LruList::read_marked`] runs under the shared
 //! lock.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// "No node": the end of the list in either direction.
-const NIL: usize = usize::MAX;
+/// "No node": the end of the list in either direction, and of the free
+/// list.
+const NIL: u32 = u32::MAX;
+
+/// Slots per chunk of the slab (a power of two).
+pub(super) const CHUNK_SLOTS: usize = 64;
+const CHUNK_SHIFT: u32 = CHUNK_SLOTS.trailing_zeros();
 
 /// One cached entry and its links.
-struct Node<K> {
+struct Node<K, V> {
     key: K,
+    value: V,
     charge: usize,
     /// Slot of the next more recently used node, or `NIL` at the MRU end.
-    newer: usize,
+    newer: u32,
     /// Slot of the next less recently used node, or `NIL` at the LRU end.
-    older: usize,
+    older: u32,
     /// Read since it was linked or last given a second chance. Atomic so
     /// that hits, which hold the shard's lock shared, may set it.
     referenced: AtomicBool,
 }
 
+enum Slot<K, V> {
+    /// On the free list, before `next_free` (or last, at `NIL`).
+    Vacant {
+        next_free: u32,
+    },
+    Linked(Node<K, V>),
+}
+
 /// Entries ordered from most to least recently used.
-pub(super) struct LruList<K> {
-    /// `None` marks a free slot (listed in `free`).
-    slots: Vec<Option<Node<K>>>,
-    free: Vec<usize>,
-    mru: usize,
-    lru: usize,
+pub(super) struct LruList<K, V> {
+    chunks: Vec<Box<[Slot<K, V>]>>,
+    /// First slot of the free list, or `NIL`.
+    free: u32,
+    mru: u32,
+    lru: u32,
     len: usize,
     charge_total: usize,
 }
 
-impl<K> LruList<K> {
-    /// Bytes of one slab slot: an entry's key, charge and links.
-    pub(super) const SLOT_BYTES: usize = std::mem::size_of::<Option<Node<K>>>();
+impl<K, V> LruList<K, V> {
+    /// Bytes of one slab slot: an entry's key, value, charge and links.
+    pub(super) const SLOT_BYTES: usize = std::mem::size_of::<Slot<K, V>>();
+
+    /// Most bytes the slab takes per slot in use at its peak, besides one
+    /// partly used chunk: the slot, and its share of the array of chunks
+    /// (which may be up to half spare).
+    pub(super) const BYTES_PER_ENTRY_MAX: usize =
+        Self::SLOT_BYTES + (2 * std::mem::size_of::<Box<[Slot<K, V>]>>()).div_ceil(CHUNK_SLOTS);
 
     /// An empty list that has allocated nothing.
     pub(super) fn new() -> Self {
         LruList {
-            slots: Vec::new(),
-            free: Vec::new(),
+            chunks: Vec::new(),
+            free: NIL,
             mru: NIL,
             lru: NIL,
             len: 0,
@@ -69,31 +95,48 @@ impl<K> LruList<K> {
         self.charge_total
     }
 
+    /// Heap bytes the slab takes: its chunks and the array of them.
+    #[cfg(test)]
+    pub(super) fn allocation_bytes(&self) -> usize {
+        self.chunks.len() * CHUNK_SLOTS * Self::SLOT_BYTES
+            + self.chunks.capacity() * std::mem::size_of::<Box<[Slot<K, V>]>>()
+    }
+
     /// Slot of the least recently used entry.
-    pub(super) fn lru(&self) -> Option<usize> {
+    pub(super) fn lru(&self) -> Option<u32> {
         (self.lru != NIL).then_some(self.lru)
     }
 
-    /// Links a new entry at the MRU end and returns its slot.
-    pub(super) fn push_mru(&mut self, key: K, charge: usize) -> usize {
+    /// The key of the entry in `slot`.
+    pub(super) fn key(&self, slot: u32) -> &K {
+        &self.node(slot).key
+    }
+
+    /// Links a new entry at the MRU end and returns its slot, which stays
+    /// the entry's until it is removed.
+    ///
+    /// # Panics
+    ///
+    /// If the list would hold `u32::MAX` slots.
+    pub(super) fn push_mru(&mut self, key: K, value: V, charge: usize) -> u32 {
+        if self.free == NIL {
+            self.grow();
+        }
+        let slot = self.free;
         let node = Node {
             key,
+            value,
             charge,
             newer: NIL,
             older: self.mru,
             referenced: AtomicBool::new(false),
         };
-        let slot = match self.free.pop() {
-            Some(slot) => {
-                assert!(self.slots[slot].is_none(), "free slot {slot} is occupied");
-                self.slots[slot] = Some(node);
-                slot
-            }
-            None => {
-                self.slots.push(Some(node));
-                self.slots.len() - 1
-            }
+        let cell = self.slot_mut(slot);
+        let Slot::Vacant { next_free } = *cell else {
+            panic!("free LRU slot {slot} is occupied");
         };
+        *cell = Slot::Linked(node);
+        self.free = next_free;
         match self.mru {
             NIL => self.lru = slot,
             old_mru => self.node_mut(old_mru).newer = slot,
@@ -106,32 +149,57 @@ impl<K> LruList<K> {
         slot
     }
 
-    /// Unlinks the entry in `slot`, frees the slot and returns its key.
-    pub(super) fn remove(&mut self, slot: usize) -> K {
-        self.unlink(slot);
-        let node = self.slots[slot]
-            .take()
-            .unwrap_or_else(|| panic!("LRU slot {slot} was just unlinked but is vacant"));
-        self.free.push(slot);
-        self.len -= 1;
-        self.charge_total -= node.charge;
-        node.key
+    /// Adds a chunk of vacant slots, all on the free list (which is empty).
+    fn grow(&mut self) {
+        debug_assert_eq!(self.free, NIL);
+        let first = self.chunks.len() * CHUNK_SLOTS;
+        let end = u32::try_from(first + CHUNK_SLOTS)
+            .ok()
+            .filter(|&end| end < NIL)
+            .unwrap_or_else(|| panic!("an LRU list of more than {first} slots"));
+        let first = end - CHUNK_SLOTS as u32;
+        let chunk = (first + 1..=end)
+            .map(|next| Slot::Vacant {
+                next_free: if next == end { NIL } else { next },
+            })
+            .collect();
+        self.chunks.push(chunk);
+        self.free = first;
     }
 
-    /// Records a read of the entry in `slot`: it will be given a second
-    /// chance instead of being evicted the next time it is the LRU entry.
-    /// Unlike [`touch`](Self::touch) this writes only the node itself, and
-    /// takes `&self`: readers of the shard may call it side by side. The
-    /// store is relaxed: eviction reads the mark under the exclusive lock,
-    /// which orders it after every shared holder's store.
-    pub(super) fn mark_referenced(&self, slot: usize) {
-        self.node(slot).referenced.store(true, Ordering::Relaxed);
+    /// Unlinks the entry in `slot`, frees the slot and returns the entry's
+    /// key and value.
+    pub(super) fn remove(&mut self, slot: u32) -> (K, V) {
+        self.unlink(slot);
+        let vacant = Slot::Vacant {
+            next_free: self.free,
+        };
+        let Slot::Linked(node) = std::mem::replace(self.slot_mut(slot), vacant) else {
+            panic!("LRU slot {slot} was just unlinked but is vacant");
+        };
+        self.free = slot;
+        self.len -= 1;
+        self.charge_total -= node.charge;
+        (node.key, node.value)
+    }
+
+    /// The value of the entry in `slot`, recording a read of it: it will be
+    /// given a second chance instead of being evicted the next time it is
+    /// the LRU entry. Unlike [`touch`](Self::touch) this writes only the
+    /// node itself, and takes `&self`: readers of the shard may call it
+    /// side by side. The store is relaxed: eviction reads the mark under
+    /// the exclusive lock, which orders it after every shared holder's
+    /// store.
+    pub(super) fn read_marked(&self, slot: u32) -> &V {
+        let node = self.node(slot);
+        node.referenced.store(true, Ordering::Relaxed);
+        &node.value
     }
 
     /// If the entry in `slot` was read since it was linked (or last given a
     /// second chance), clears that mark, moves it to the MRU end and
     /// returns true.
-    pub(super) fn second_chance(&mut self, slot: usize) -> bool {
+    pub(super) fn second_chance(&mut self, slot: u32) -> bool {
         let referenced = self.node_mut(slot).referenced.get_mut();
         if !*referenced {
             return false;
@@ -142,7 +210,7 @@ impl<K> LruList<K> {
     }
 
     /// Moves the entry in `slot` to the MRU end.
-    pub(super) fn touch(&mut self, slot: usize) {
+    pub(super) fn touch(&mut self, slot: u32) {
         if self.mru == slot {
             return;
         }
@@ -160,7 +228,7 @@ impl<K> LruList<K> {
 
     /// Detaches `slot` from its neighbours; the node itself keeps stale links
     /// until the caller relinks or frees it.
-    fn unlink(&mut self, slot: usize) {
+    fn unlink(&mut self, slot: u32) {
         let (newer, older) = {
             let node = self.node(slot);
             (node.newer, node.older)
@@ -175,26 +243,41 @@ impl<K> LruList<K> {
         }
     }
 
-    fn node(&self, slot: usize) -> &Node<K> {
-        match self.slots.get(slot) {
-            Some(Some(node)) => node,
+    fn slot(&self, slot: u32) -> Option<&Slot<K, V>> {
+        let slot = slot as usize;
+        self.chunks
+            .get(slot >> CHUNK_SHIFT)
+            .map(|chunk| &chunk[slot & (CHUNK_SLOTS - 1)])
+    }
+
+    fn slot_mut(&mut self, slot: u32) -> &mut Slot<K, V> {
+        let at = slot as usize;
+        match self.chunks.get_mut(at >> CHUNK_SHIFT) {
+            Some(chunk) => &mut chunk[at & (CHUNK_SLOTS - 1)],
+            None => panic!("LRU slot {slot} is past the slab"),
+        }
+    }
+
+    fn node(&self, slot: u32) -> &Node<K, V> {
+        match self.slot(slot) {
+            Some(Slot::Linked(node)) => node,
             _ => panic!("LRU slot {slot} is not a linked entry"),
         }
     }
 
-    fn node_mut(&mut self, slot: usize) -> &mut Node<K> {
-        match self.slots.get_mut(slot) {
-            Some(Some(node)) => node,
-            _ => panic!("LRU slot {slot} is not a linked entry"),
+    fn node_mut(&mut self, slot: u32) -> &mut Node<K, V> {
+        match self.slot_mut(slot) {
+            Slot::Linked(node) => node,
+            Slot::Vacant { .. } => panic!("LRU slot {slot} is not a linked entry"),
         }
     }
 
     /// Slots and keys from MRU to LRU (walks the whole list).
     #[cfg(any(test, feature = "invariants"))]
-    pub(super) fn iter_mru_to_lru(&self) -> impl Iterator<Item = (usize, &K)> + '_ {
+    pub(super) fn iter_mru_to_lru(&self) -> impl Iterator<Item = (u32, &K)> + '_ {
         let mut slot = self.mru;
         // Bounded by the slab size, so a corrupted (cyclic) list cannot spin.
-        (0..self.slots.len()).map_while(move |_| {
+        (0..self.chunks.len() * CHUNK_SLOTS).map_while(move |_| {
             if slot == NIL {
                 return None;
             }
@@ -209,14 +292,15 @@ impl<K> LruList<K> {
     /// O(slots); tests and the `invariants` feature call it.
     #[cfg(any(test, feature = "invariants"))]
     pub(super) fn check_invariants(&self) {
-        let mut seen = vec![false; self.slots.len()];
+        let slots = self.chunks.len() * CHUNK_SLOTS;
+        let mut seen = vec![false; slots];
         let mut newer = NIL;
         let mut slot = self.mru;
         let mut len = 0usize;
         let mut charge_total = 0usize;
         while slot != NIL {
-            assert!(!seen[slot], "LRU slot {slot} is linked twice");
-            seen[slot] = true;
+            assert!(!seen[slot as usize], "LRU slot {slot} is linked twice");
+            seen[slot as usize] = true;
             let node = self.node(slot);
             assert_eq!(node.newer, newer, "LRU slot {slot}: bad newer link");
             len += 1;
@@ -227,31 +311,38 @@ impl<K> LruList<K> {
         assert_eq!(self.lru, newer, "LRU end does not match the list walk");
         assert_eq!(self.len, len, "LRU len does not match the list walk");
         assert_eq!(self.charge_total, charge_total, "LRU charge total is off");
-        for &free in &self.free {
-            assert!(self.slots[free].is_none(), "free slot {free} is occupied");
+        let mut free = self.free;
+        let mut vacant = 0usize;
+        while free != NIL {
+            assert!(
+                !seen[free as usize],
+                "free LRU slot {free} is linked or listed twice"
+            );
+            seen[free as usize] = true;
+            vacant += 1;
+            let Some(Slot::Vacant { next_free }) = self.slot(free) else {
+                panic!("free LRU slot {free} is occupied");
+            };
+            free = *next_free;
         }
-        assert_eq!(
-            self.free.len() + len,
-            self.slots.len(),
-            "slots are neither linked nor free"
-        );
+        assert_eq!(vacant + len, slots, "slots are neither linked nor free");
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::LruList;
+    use super::{LruList, CHUNK_SLOTS};
 
-    fn keys(list: &LruList<u32>) -> Vec<u32> {
+    fn keys(list: &LruList<u32, ()>) -> Vec<u32> {
         list.iter_mru_to_lru().map(|(_, &key)| key).collect()
     }
 
     #[test]
     fn push_touch_remove_keep_order_and_totals() {
         let mut list = LruList::new();
-        let a = list.push_mru(1, 5);
-        let b = list.push_mru(2, 7);
-        let c = list.push_mru(3, 11);
+        let a = list.push_mru(1, (), 5);
+        let b = list.push_mru(2, (), 7);
+        let c = list.push_mru(3, (), 11);
         assert_eq!(keys(&list), [3, 2, 1]);
         assert_eq!(list.lru(), Some(a));
 
@@ -263,18 +354,48 @@ mod tests {
         assert_eq!(list.lru(), Some(c));
         list.check_invariants();
 
-        assert_eq!(list.remove(a), 1); // from the middle
+        assert_eq!(list.remove(a), (1, ())); // from the middle
         assert_eq!(keys(&list), [2, 3]);
         assert_eq!((list.len(), list.charge_total()), (2, 18));
         list.check_invariants();
 
         // The freed slot is reused before the slab grows.
-        assert_eq!(list.push_mru(4, 1), a);
+        assert_eq!(list.push_mru(4, (), 1), a);
         assert_eq!(keys(&list), [4, 2, 3]);
         list.remove(c);
         list.remove(b);
         list.remove(a);
         assert_eq!((list.len(), list.charge_total(), list.lru()), (0, 0, None));
+        list.check_invariants();
+    }
+
+    #[test]
+    fn the_slab_grows_a_chunk_at_a_time_and_reuses_freed_slots() {
+        let mut list = LruList::new();
+        assert_eq!(list.allocation_bytes(), 0);
+        let mut slots = Vec::new();
+        for i in 0..3 * CHUNK_SLOTS as u32 + 1 {
+            slots.push(list.push_mru(i, u64::from(i) * 7, 1));
+            let chunks = (i as usize / CHUNK_SLOTS) + 1;
+            assert_eq!(list.chunks.len(), chunks, "after {} pushes", i + 1);
+        }
+        list.check_invariants();
+        // Every entry is where it was put.
+        for (i, &slot) in slots.iter().enumerate() {
+            assert_eq!(*list.key(slot), i as u32);
+            assert_eq!(*list.read_marked(slot), i as u64 * 7);
+        }
+        // Churn at a steady size never grows the slab past its peak.
+        let peak_chunks = list.chunks.len();
+        for i in 0..10_000u32 {
+            let lru = list.lru().expect("not empty");
+            let (key, _) = list.remove(lru);
+            assert_eq!(list.push_mru(key + 1_000_000, u64::from(i), 1), lru);
+        }
+        assert_eq!(list.chunks.len(), peak_chunks);
+        // A slot is a chunk's share plus the chunk array's pointer.
+        let slot_bytes = LruList::<u32, u64>::SLOT_BYTES;
+        assert!(list.allocation_bytes() <= (list.len() + CHUNK_SLOTS) * slot_bytes + 64);
         list.check_invariants();
     }
 }

@@ -2,9 +2,9 @@
 //! built on it.
 //!
 //! See [`LruCache`] for the design: hashing picks one of up to 64 (by
-//! default) independently locked shards, each an O(1) LRU list in a `Vec`
-//! slab where hits mark entries and eviction gives marked ones a second
-//! chance. Lookups hand out clones (cheap, reference counted for blocks), so
+//! default) independently locked shards, each an O(1) LRU list in a
+//! chunked slab, indexed by a hash table of slot numbers, where hits mark
+//! entries and eviction gives marked ones a second chance. Lookups hand out clones (cheap, reference counted for blocks), so
 //! entries need no pinning; clones still in use are not counted against the
 //! capacity.
 

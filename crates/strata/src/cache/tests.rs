@@ -452,3 +452,81 @@ fn read_with_answers_in_place_and_marks_the_entry() {
     assert_eq!(cache.read_with(&2, |v| *v), None);
     cache.check_invariants();
 }
+
+/// The charge's per-entry overhead bounds what the cache's own bookkeeping
+/// takes, whatever the entries do: steady churn, entries growing larger,
+/// the capacity cut, most entries erased. The index takes at most its
+/// share per entry held (besides a small table); the slab at most its
+/// share per entry at the peak (it keeps its slots) plus one chunk. A
+/// hash table that grows under churn and never shrinks, or a slab that
+/// doubles, fails this.
+#[test]
+fn bookkeeping_stays_within_the_charged_overhead() {
+    use super::lru_list::{LruList, CHUNK_SLOTS};
+    use super::lru_shard::{key_hash, Dropped, LruShard, INDEX_SLACK_BYTES};
+    type Key = (u64, u64);
+    type Value = [u64; 12];
+    type Shard = LruShard<Key, Value>;
+    let per_slot = LruList::<Key, Value>::BYTES_PER_ENTRY_MAX;
+    let per_index = Shard::INDEX_BYTES_PER_ENTRY_MAX;
+    assert_eq!(Shard::ENTRY_OVERHEAD_BYTES, per_slot + per_index);
+    let mut peak = 0;
+    // Checks the bounds (O(1)) after every operation, the invariants
+    // (O(entries)) every `every` operations.
+    let mut check = |shard: &Shard, phase: &str, i: u64, every: u64| {
+        peak = peak.max(shard.len());
+        let index_max = shard.len() * per_index + INDEX_SLACK_BYTES;
+        let slab_max = (peak + CHUNK_SLOTS) * per_slot;
+        let (index, slab) = (shard.index_bytes(), shard.slab_bytes());
+        assert!(
+            index <= index_max && slab <= slab_max,
+            "{phase}: index {index} bytes (most {index_max}), slab {slab} bytes (most \
+             {slab_max}) for {} entries, {peak} at the peak",
+            shard.len()
+        );
+        if i.is_multiple_of(every) {
+            shard.check_invariants();
+        }
+    };
+    let mut rng = StdRng::seed_from_u64(26);
+    let mut shard = Shard::new(1_000_000);
+    let mut dropped = Dropped::new();
+    let mut put = |shard: &mut Shard, i: u64, charge: usize| {
+        let key = (rng.gen_range(0..1_000_000), i);
+        assert!(shard.insert(key, key_hash(&key), [i; 12], charge, &mut dropped));
+        dropped.clear();
+    };
+    // Steady churn at about 1,000 entries.
+    for i in 0..100_000u64 {
+        put(&mut shard, i, 700 + (i as usize * 7919) % 600);
+        check(&shard, "churn", i, 1_000);
+    }
+    let full = shard.len();
+    // Entries ten times larger: a tenth as many.
+    for i in 100_000..130_000u64 {
+        put(&mut shard, i, 10_000);
+        check(&shard, "larger entries", i, 1_000);
+    }
+    assert!(
+        shard.len() * 5 < full,
+        "{} entries of {full} left",
+        shard.len()
+    );
+    // Back to small entries, then the capacity cut to a twentieth.
+    for i in 130_000..160_000u64 {
+        put(&mut shard, i, 1_000);
+        check(&shard, "small again", i, 1_000);
+    }
+    let mut dropped = Dropped::new();
+    shard.set_capacity(50_000, &mut dropped);
+    check(&shard, "capacity cut", 0, 1);
+    shard.set_capacity(1_000_000, &mut dropped);
+    for i in 160_000..190_000u64 {
+        put(&mut shard, i, 1_000);
+    }
+    // Most entries erased, then all but a few.
+    shard.remove_if(&|key: &Key| !key.1.is_multiple_of(16), &mut dropped);
+    check(&shard, "erased", 0, 1);
+    shard.remove_if(&|key: &Key| !key.1.is_multiple_of(1024), &mut dropped);
+    check(&shard, "nearly empty", 0, 1);
+}
