@@ -1,5 +1,6 @@
-//! A doubly linked recency list whose nodes, each an entry's key, value,
-//! charge and links, live in a slab of fixed-size chunks.
+//! A doubly linked recency list over a slab of fixed-size chunks, holding
+//! each entry's key and value in one array and its links, charge and hash
+//! in another.
 //!
 //! Nodes link to each other by slot number (`newer` toward the most
 //! recently used end, `older` toward the least recently used end), so
@@ -11,10 +12,18 @@
 //! it copies nothing (a `Vec` slab doubles, so up to half of it can be
 //! spare, and while it grows the old and new buffers are both live).
 //!
+//! The two arrays of a chunk split what a hit reads (key and value) from
+//! what eviction walks (links, charge and the reference mark, 32 bytes a
+//! slot): eviction passes over entries marked as read, moving each to the
+//! front, and with the links apart from the values those passes touch two
+//! slots per cache line instead of one slot in two or three lines. The
+//! hash kept with the links lets eviction and the shard's index find an
+//! entry's bucket without reading or hashing its key.
+//!
 //! Invariants (checked by `check_invariants`): every linked slot is
 //! occupied and every occupied slot is linked exactly once; `len` counts
 //! them; `charge_total` is the sum of their charges; every other slot is on
-//! the free list exactly once.
+//! the free list exactly once. A vacant slot's links are stale.
 //!
 //! Not thread-safe on its own; each cache shard owns one behind its
 //! read-write lock. Only [`LruList::read_marked`] runs under the shared
@@ -30,10 +39,12 @@ const NIL: u32 = u32::MAX;
 pub(super) const CHUNK_SLOTS: usize = 64;
 const CHUNK_SHIFT: u32 = CHUNK_SLOTS.trailing_zeros();
 
-/// One cached entry and its links.
-struct Node<K, V> {
-    key: K,
-    value: V,
+/// A linked entry's place in the recency order, and what eviction needs
+/// to know of it.
+struct Links {
+    /// The hash the owner files the entry under, as given to
+    /// [`LruList::push_mru`].
+    hash: u64,
     charge: usize,
     /// Slot of the next more recently used node, or `NIL` at the MRU end.
     newer: u32,
@@ -49,12 +60,20 @@ enum Slot<K, V> {
     Vacant {
         next_free: u32,
     },
-    Linked(Node<K, V>),
+    Linked {
+        key: K,
+        value: V,
+    },
+}
+
+struct Chunk<K, V> {
+    links: [Links; CHUNK_SLOTS],
+    slots: [Slot<K, V>; CHUNK_SLOTS],
 }
 
 /// Entries ordered from most to least recently used.
 pub(super) struct LruList<K, V> {
-    chunks: Vec<Box<[Slot<K, V>]>>,
+    chunks: Vec<Box<Chunk<K, V>>>,
     /// First slot of the free list, or `NIL`.
     free: u32,
     mru: u32,
@@ -64,14 +83,15 @@ pub(super) struct LruList<K, V> {
 }
 
 impl<K, V> LruList<K, V> {
-    /// Bytes of one slab slot: an entry's key, value, charge and links.
-    pub(super) const SLOT_BYTES: usize = std::mem::size_of::<Slot<K, V>>();
+    /// Bytes of one slab slot: an entry's key and value, its links,
+    /// charge and hash.
+    pub(super) const SLOT_BYTES: usize = std::mem::size_of::<Chunk<K, V>>() / CHUNK_SLOTS;
 
     /// Most bytes the slab takes per slot in use at its peak, besides one
     /// partly used chunk: the slot, and its share of the array of chunks
     /// (which may be up to half spare).
     pub(super) const BYTES_PER_ENTRY_MAX: usize =
-        Self::SLOT_BYTES + (2 * std::mem::size_of::<Box<[Slot<K, V>]>>()).div_ceil(CHUNK_SLOTS);
+        Self::SLOT_BYTES + (2 * std::mem::size_of::<Box<Chunk<K, V>>>()).div_ceil(CHUNK_SLOTS);
 
     /// An empty list that has allocated nothing.
     pub(super) fn new() -> Self {
@@ -98,8 +118,8 @@ impl<K, V> LruList<K, V> {
     /// Heap bytes the slab takes: its chunks and the array of them.
     #[cfg(test)]
     pub(super) fn allocation_bytes(&self) -> usize {
-        self.chunks.len() * CHUNK_SLOTS * Self::SLOT_BYTES
-            + self.chunks.capacity() * std::mem::size_of::<Box<[Slot<K, V>]>>()
+        self.chunks.len() * std::mem::size_of::<Chunk<K, V>>()
+            + self.chunks.capacity() * std::mem::size_of::<Box<Chunk<K, V>>>()
     }
 
     /// Slot of the least recently used entry.
@@ -109,37 +129,43 @@ impl<K, V> LruList<K, V> {
 
     /// The key of the entry in `slot`.
     pub(super) fn key(&self, slot: u32) -> &K {
-        &self.node(slot).key
+        self.entry(slot).0
+    }
+
+    /// The hash the entry in `slot` was pushed with. Reads its links only.
+    pub(super) fn hash(&self, slot: u32) -> u64 {
+        self.links(slot).hash
     }
 
     /// Links a new entry at the MRU end and returns its slot, which stays
-    /// the entry's until it is removed.
+    /// the entry's until it is removed. `hash` is the owner's, kept for
+    /// [`LruList::hash`].
     ///
     /// # Panics
     ///
     /// If the list would hold `u32::MAX` slots.
-    pub(super) fn push_mru(&mut self, key: K, value: V, charge: usize) -> u32 {
+    pub(super) fn push_mru(&mut self, key: K, value: V, hash: u64, charge: usize) -> u32 {
         if self.free == NIL {
             self.grow();
         }
         let slot = self.free;
-        let node = Node {
-            key,
-            value,
-            charge,
-            newer: NIL,
-            older: self.mru,
-            referenced: AtomicBool::new(false),
-        };
-        let cell = self.slot_mut(slot);
+        let old_mru = self.mru;
+        let (links, cell) = self.parts_mut(slot);
         let Slot::Vacant { next_free } = *cell else {
             panic!("free LRU slot {slot} is occupied");
         };
-        *cell = Slot::Linked(node);
+        *cell = Slot::Linked { key, value };
+        *links = Links {
+            hash,
+            charge,
+            newer: NIL,
+            older: old_mru,
+            referenced: AtomicBool::new(false),
+        };
         self.free = next_free;
-        match self.mru {
+        match old_mru {
             NIL => self.lru = slot,
-            old_mru => self.node_mut(old_mru).newer = slot,
+            old_mru => self.links_mut(old_mru).newer = slot,
         }
         self.mru = slot;
         self.len += 1;
@@ -158,12 +184,21 @@ impl<K, V> LruList<K, V> {
             .filter(|&end| end < NIL)
             .unwrap_or_else(|| panic!("an LRU list of more than {first} slots"));
         let first = end - CHUNK_SLOTS as u32;
-        let chunk = (first + 1..=end)
-            .map(|next| Slot::Vacant {
-                next_free: if next == end { NIL } else { next },
-            })
-            .collect();
-        self.chunks.push(chunk);
+        self.chunks.push(Box::new(Chunk {
+            links: std::array::from_fn(|_| Links {
+                hash: 0,
+                charge: 0,
+                newer: NIL,
+                older: NIL,
+                referenced: AtomicBool::new(false),
+            }),
+            slots: std::array::from_fn(|i| {
+                let next = first + i as u32 + 1;
+                Slot::Vacant {
+                    next_free: if next == end { NIL } else { next },
+                }
+            }),
+        }));
         self.free = first;
     }
 
@@ -174,33 +209,34 @@ impl<K, V> LruList<K, V> {
         let vacant = Slot::Vacant {
             next_free: self.free,
         };
-        let Slot::Linked(node) = std::mem::replace(self.slot_mut(slot), vacant) else {
+        let charge = self.links(slot).charge;
+        let Slot::Linked { key, value } = std::mem::replace(self.parts_mut(slot).1, vacant) else {
             panic!("LRU slot {slot} was just unlinked but is vacant");
         };
         self.free = slot;
         self.len -= 1;
-        self.charge_total -= node.charge;
-        (node.key, node.value)
+        self.charge_total -= charge;
+        (key, value)
     }
 
     /// The value of the entry in `slot`, recording a read of it: it will be
     /// given a second chance instead of being evicted the next time it is
     /// the LRU entry. Unlike [`touch`](Self::touch) this writes only the
-    /// node itself, and takes `&self`: readers of the shard may call it
+    /// entry's mark, and takes `&self`: readers of the shard may call it
     /// side by side. The store is relaxed: eviction reads the mark under
     /// the exclusive lock, which orders it after every shared holder's
     /// store.
     pub(super) fn read_marked(&self, slot: u32) -> &V {
-        let node = self.node(slot);
-        node.referenced.store(true, Ordering::Relaxed);
-        &node.value
+        let value = self.entry(slot).1;
+        self.links(slot).referenced.store(true, Ordering::Relaxed);
+        value
     }
 
     /// If the entry in `slot` was read since it was linked (or last given a
     /// second chance), clears that mark, moves it to the MRU end and
     /// returns true.
     pub(super) fn second_chance(&mut self, slot: u32) -> bool {
-        let referenced = self.node_mut(slot).referenced.get_mut();
+        let referenced = self.links_mut(slot).referenced.get_mut();
         if !*referenced {
             return false;
         }
@@ -216,12 +252,12 @@ impl<K, V> LruList<K, V> {
         }
         self.unlink(slot);
         let old_mru = self.mru;
-        let node = self.node_mut(slot);
-        node.newer = NIL;
-        node.older = old_mru;
+        let links = self.links_mut(slot);
+        links.newer = NIL;
+        links.older = old_mru;
         match old_mru {
             NIL => self.lru = slot,
-            old_mru => self.node_mut(old_mru).newer = slot,
+            old_mru => self.links_mut(old_mru).newer = slot,
         }
         self.mru = slot;
     }
@@ -230,45 +266,52 @@ impl<K, V> LruList<K, V> {
     /// until the caller relinks or frees it.
     fn unlink(&mut self, slot: u32) {
         let (newer, older) = {
-            let node = self.node(slot);
-            (node.newer, node.older)
+            let links = self.links(slot);
+            (links.newer, links.older)
         };
         match newer {
             NIL => self.mru = older,
-            newer => self.node_mut(newer).older = older,
+            newer => self.links_mut(newer).older = older,
         }
         match older {
             NIL => self.lru = newer,
-            older => self.node_mut(older).newer = newer,
+            older => self.links_mut(older).newer = newer,
         }
     }
 
-    fn slot(&self, slot: u32) -> Option<&Slot<K, V>> {
-        let slot = slot as usize;
-        self.chunks
-            .get(slot >> CHUNK_SHIFT)
-            .map(|chunk| &chunk[slot & (CHUNK_SLOTS - 1)])
-    }
-
-    fn slot_mut(&mut self, slot: u32) -> &mut Slot<K, V> {
-        let at = slot as usize;
-        match self.chunks.get_mut(at >> CHUNK_SHIFT) {
-            Some(chunk) => &mut chunk[at & (CHUNK_SLOTS - 1)],
+    fn chunk(&self, slot: u32) -> &Chunk<K, V> {
+        match self.chunks.get(slot as usize >> CHUNK_SHIFT) {
+            Some(chunk) => chunk,
             None => panic!("LRU slot {slot} is past the slab"),
         }
     }
 
-    fn node(&self, slot: u32) -> &Node<K, V> {
-        match self.slot(slot) {
-            Some(Slot::Linked(node)) => node,
-            _ => panic!("LRU slot {slot} is not a linked entry"),
+    /// The key and value in `slot`, which must be linked.
+    fn entry(&self, slot: u32) -> (&K, &V) {
+        match &self.chunk(slot).slots[slot as usize & (CHUNK_SLOTS - 1)] {
+            Slot::Linked { key, value } => (key, value),
+            Slot::Vacant { .. } => panic!("LRU slot {slot} is not a linked entry"),
         }
     }
 
-    fn node_mut(&mut self, slot: u32) -> &mut Node<K, V> {
-        match self.slot_mut(slot) {
-            Slot::Linked(node) => node,
-            Slot::Vacant { .. } => panic!("LRU slot {slot} is not a linked entry"),
+    /// The links of `slot`, which must be linked (the list's links lead
+    /// only to linked slots; a vacant slot's links are stale).
+    fn links(&self, slot: u32) -> &Links {
+        &self.chunk(slot).links[slot as usize & (CHUNK_SLOTS - 1)]
+    }
+
+    fn links_mut(&mut self, slot: u32) -> &mut Links {
+        self.parts_mut(slot).0
+    }
+
+    fn parts_mut(&mut self, slot: u32) -> (&mut Links, &mut Slot<K, V>) {
+        let at = slot as usize;
+        match self.chunks.get_mut(at >> CHUNK_SHIFT) {
+            Some(chunk) => {
+                let i = at & (CHUNK_SLOTS - 1);
+                (&mut chunk.links[i], &mut chunk.slots[i])
+            }
+            None => panic!("LRU slot {slot} is past the slab"),
         }
     }
 
@@ -281,9 +324,8 @@ impl<K, V> LruList<K, V> {
             if slot == NIL {
                 return None;
             }
-            let node = self.node(slot);
-            let item = (slot, &node.key);
-            slot = node.older;
+            let item = (slot, self.key(slot));
+            slot = self.links(slot).older;
             Some(item)
         })
     }
@@ -301,12 +343,13 @@ impl<K, V> LruList<K, V> {
         while slot != NIL {
             assert!(!seen[slot as usize], "LRU slot {slot} is linked twice");
             seen[slot as usize] = true;
-            let node = self.node(slot);
-            assert_eq!(node.newer, newer, "LRU slot {slot}: bad newer link");
+            self.entry(slot); // panics if vacant
+            let links = self.links(slot);
+            assert_eq!(links.newer, newer, "LRU slot {slot}: bad newer link");
             len += 1;
-            charge_total += node.charge;
+            charge_total += links.charge;
             newer = slot;
-            slot = node.older;
+            slot = links.older;
         }
         assert_eq!(self.lru, newer, "LRU end does not match the list walk");
         assert_eq!(self.len, len, "LRU len does not match the list walk");
@@ -320,10 +363,12 @@ impl<K, V> LruList<K, V> {
             );
             seen[free as usize] = true;
             vacant += 1;
-            let Some(Slot::Vacant { next_free }) = self.slot(free) else {
+            let Slot::Vacant { next_free } =
+                self.chunk(free).slots[free as usize & (CHUNK_SLOTS - 1)]
+            else {
                 panic!("free LRU slot {free} is occupied");
             };
-            free = *next_free;
+            free = next_free;
         }
         assert_eq!(vacant + len, slots, "slots are neither linked nor free");
     }
@@ -340,9 +385,9 @@ mod tests {
     #[test]
     fn push_touch_remove_keep_order_and_totals() {
         let mut list = LruList::new();
-        let a = list.push_mru(1, (), 5);
-        let b = list.push_mru(2, (), 7);
-        let c = list.push_mru(3, (), 11);
+        let a = list.push_mru(1, (), 0, 5);
+        let b = list.push_mru(2, (), 0, 7);
+        let c = list.push_mru(3, (), 0, 11);
         assert_eq!(keys(&list), [3, 2, 1]);
         assert_eq!(list.lru(), Some(a));
 
@@ -360,7 +405,7 @@ mod tests {
         list.check_invariants();
 
         // The freed slot is reused before the slab grows.
-        assert_eq!(list.push_mru(4, (), 1), a);
+        assert_eq!(list.push_mru(4, (), 0, 1), a);
         assert_eq!(keys(&list), [4, 2, 3]);
         list.remove(c);
         list.remove(b);
@@ -375,7 +420,7 @@ mod tests {
         assert_eq!(list.allocation_bytes(), 0);
         let mut slots = Vec::new();
         for i in 0..3 * CHUNK_SLOTS as u32 + 1 {
-            slots.push(list.push_mru(i, u64::from(i) * 7, 1));
+            slots.push(list.push_mru(i, u64::from(i) * 7, u64::from(i), 1));
             let chunks = (i as usize / CHUNK_SLOTS) + 1;
             assert_eq!(list.chunks.len(), chunks, "after {} pushes", i + 1);
         }
@@ -384,13 +429,14 @@ mod tests {
         for (i, &slot) in slots.iter().enumerate() {
             assert_eq!(*list.key(slot), i as u32);
             assert_eq!(*list.read_marked(slot), i as u64 * 7);
+            assert_eq!(list.hash(slot), i as u64);
         }
         // Churn at a steady size never grows the slab past its peak.
         let peak_chunks = list.chunks.len();
         for i in 0..10_000u32 {
             let lru = list.lru().expect("not empty");
             let (key, _) = list.remove(lru);
-            assert_eq!(list.push_mru(key + 1_000_000, u64::from(i), 1), lru);
+            assert_eq!(list.push_mru(key + 1_000_000, u64::from(i), 0, 1), lru);
         }
         assert_eq!(list.chunks.len(), peak_chunks);
         // A slot is a chunk's share plus the chunk array's pointer.

@@ -10,10 +10,10 @@
 //! cache misses on every block read.
 //!
 //! The index is a hash table of slot numbers (4 bytes a bucket); each key
-//! lives once, in its list node beside the value, charge and links. A hit
-//! reads the table's bucket, which is small enough to stay in the CPU's
-//! caches, and then the node, where it compares the key, marks the entry
-//! and reads the value. An earlier version kept each value (96 bytes for a
+//! lives once, in its list slot beside the value (and apart from its
+//! links, see [`LruList`]). A hit reads the table's bucket, which is small
+//! enough to stay in the CPU's caches, then the slot's key and value, and
+//! marks the entry. An earlier version kept each value (96 bytes for a
 //! block) and key in the table's buckets: a hash table that inserts and
 //! removes at a steady size grows until it is 7/32 to 7/16 full (it grows
 //! when its tombstones use up its spare buckets while it is over 7/16
@@ -22,10 +22,10 @@
 //! charge, which assumed a table 7/8 full, missed half of it.
 //!
 //! Invariants, held whenever the owning lock is not held exclusively: the
-//! index holds exactly the list's slots, each under the hash of its node's
-//! key; the list's charge total is at most `capacity`; the index takes at
+//! index holds exactly the list's slots, each under the hash of its key,
+//! which the list keeps; the list's charge total is at most `capacity`; the index takes at
 //! most [`LruShard::INDEX_BYTES_PER_ENTRY_MAX`] per entry (a table at least
-//! 7/32 full) and [`INDEX_SLACK_BYTES`].
+//! 7/64 full) and [`INDEX_SLACK_BYTES`].
 //!
 //! Entries leaving the shard (evicted, replaced or erased) are pushed onto a
 //! caller-supplied list ([`Dropped`]) instead of being dropped here, so the
@@ -88,11 +88,12 @@ pub(super) struct LruShard<K, V> {
 
 impl<K, V> LruShard<K, V> {
     /// Most bytes the index takes per entry: a 4-byte slot and a control
-    /// byte per bucket, at the lowest load the table keeps, 7/32 (see the
-    /// module's notes; [`LruShard::shrink_index_if_sparse`] keeps it there
-    /// when entries leave for good).
+    /// byte per bucket, at the lowest load the table keeps, 7/64 (churn
+    /// keeps it over 7/32, see the module's notes;
+    /// [`LruShard::shrink_index_if_sparse`] rebuilds it when entries leave
+    /// for good).
     pub(super) const INDEX_BYTES_PER_ENTRY_MAX: usize =
-        ((std::mem::size_of::<u32>() + 1) * 32).div_ceil(7);
+        ((std::mem::size_of::<u32>() + 1) * 64).div_ceil(7);
 
     /// Bytes the shard spends per entry besides the heap data its value
     /// points to: its slab slot (key, value, charge, links) and the most its
@@ -167,11 +168,10 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
         // `capacity - charge` cannot underflow (checked above), and comparing
         // against it cannot overflow where `usage + charge` might.
         self.evict_while_over(self.capacity - charge, dropped);
-        let slot = self.list.push_mru(key, value, charge);
+        let hash = index_hash(hash);
+        let slot = self.list.push_mru(key, value, hash, charge);
         let LruShard { index, list, .. } = self;
-        index.insert_unique(index_hash(hash), slot, |&slot| {
-            index_hash(key_hash(list.key(slot)))
-        });
+        index.insert_unique(hash, slot, |&slot| list.hash(slot));
         // Evictions may have taken more entries than the one added.
         self.shrink_index_if_sparse();
         self.check_invariants_if_enabled();
@@ -258,8 +258,7 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
                 break slot;
             }
         };
-        let hash = index_hash(key_hash(self.list.key(slot)));
-        match self.index.find_entry(hash, |&s| s == slot) {
+        match self.index.find_entry(self.list.hash(slot), |&s| s == slot) {
             Ok(entry) => entry.remove(),
             Err(_) => panic!("evicted LRU slot {slot} was not indexed under its key"),
         };
@@ -268,18 +267,21 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
     }
 
     /// Rebuilds the index at twice its entries if removals left it under
-    /// 7/32 full (so that it is then 7/32 to 7/16 full), unless it is
-    /// small. Churn at a steady size keeps it in that range by itself (see
-    /// the module's notes), so only entries leaving for good (a smaller
-    /// capacity, larger entries, erasures) get it here, and a rebuild,
-    /// O(entries), follows at least as many removals or is followed by as
-    /// many inserts before the table grows again.
+    /// 7/64 full (so that it is then 7/32 to 7/16 full), unless it is
+    /// small. Churn at a steady size keeps it over 7/32 by itself (see the
+    /// module's notes), so only entries leaving for good (a smaller
+    /// capacity, larger entries, erasures) get it here. The gap between
+    /// the two loads makes a rebuild, O(entries), follow at least half as
+    /// many removals since the table last grew, and makes the table grow
+    /// again only after the entries have about doubled. (A rebuild at
+    /// 7/32, where a table settles under churn, could repeat every few
+    /// inserts: a shard of a full block cache sits near that load.)
     fn shrink_index_if_sparse(&mut self) {
         let len = self.index.len();
         if self.index.allocation_size() > len * Self::INDEX_BYTES_PER_ENTRY_MAX + INDEX_SLACK_BYTES
         {
             let LruShard { index, list, .. } = self;
-            index.shrink_to(2 * len, |&slot| index_hash(key_hash(list.key(slot))));
+            index.shrink_to(2 * len, |&slot| list.hash(slot));
         }
     }
 
@@ -295,6 +297,7 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
         assert_eq!(self.index.len(), self.list.len(), "index and list sizes");
         for (slot, key) in self.list.iter_mru_to_lru() {
             let hash = index_hash(key_hash(key));
+            assert_eq!(self.list.hash(slot), hash, "slot {slot} kept another hash");
             assert_eq!(
                 self.index.find(hash, |&s| self.list.key(s) == key),
                 Some(&slot),
