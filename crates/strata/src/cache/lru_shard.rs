@@ -65,8 +65,9 @@ pub(super) fn key_hash<K: Hash>(key: &K) -> u64 {
 /// Where a key with [`key_hash`] `hash` goes in its shard's index. The
 /// table takes a bucket from the hash's low bits and a tag from its top 7,
 /// which within a shard start with the same shard bits for every key: a
-/// multiply by an odd constant carries every bit into the top ones and
-/// leaves the low ones, which the shard choice does not use, as they were.
+/// multiply by an odd constant carries every bit into the top ones, while
+/// each low bit still depends only on the hash's low bits, which the shard
+/// choice does not use.
 fn index_hash(hash: u64) -> u64 {
     hash.wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
