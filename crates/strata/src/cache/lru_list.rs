@@ -26,8 +26,9 @@
 //! the free list exactly once. A vacant slot's links are stale.
 //!
 //! Not thread-safe on its own; each cache shard owns one behind its
-//! read-write lock. Only [`LruList::read_marked`] runs under the shared
-//! lock.
+//! read-write lock. Under the lock held shared, readers call only `&self`
+//! methods, of which [`LruList::read_marked`] alone writes (an atomic
+//! mark).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -178,12 +179,15 @@ impl<K, V> LruList<K, V> {
     /// Adds a chunk of vacant slots, all on the free list (which is empty).
     fn grow(&mut self) {
         debug_assert_eq!(self.free, NIL);
-        let first = self.chunks.len() * CHUNK_SLOTS;
-        let end = u32::try_from(first + CHUNK_SLOTS)
+        // Slot numbers stay below `NIL`.
+        let slots = self.chunks.len() * CHUNK_SLOTS;
+        let Some(first) = u32::try_from(slots)
             .ok()
-            .filter(|&end| end < NIL)
-            .unwrap_or_else(|| panic!("an LRU list of more than {first} slots"));
-        let first = end - CHUNK_SLOTS as u32;
+            .filter(|&first| first < NIL - CHUNK_SLOTS as u32)
+        else {
+            panic!("an LRU list of more than {slots} slots");
+        };
+        let end = first + CHUNK_SLOTS as u32;
         self.chunks.push(Box::new(Chunk {
             links: std::array::from_fn(|_| Links {
                 hash: 0,

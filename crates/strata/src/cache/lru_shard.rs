@@ -4,7 +4,7 @@
 //! Reads do not move entries: a hit only marks its entry, and eviction gives
 //! a marked entry at the LRU end a second chance (clears the mark and moves
 //! it to the MRU end) before evicting the first unmarked one (the CLOCK
-//! approximation of LRU). A hit then writes one node, where moving it would
+//! approximation of LRU). A hit then writes one mark, where moving it would
 //! write its two neighbours and the list head too, in memory the lookup had
 //! no other reason to touch; in a cache of hundreds of megabytes those are
 //! cache misses on every block read.

@@ -4,9 +4,9 @@
 //! See [`LruCache`] for the design: hashing picks one of up to 64 (by
 //! default) independently locked shards, each an O(1) LRU list in a
 //! chunked slab, indexed by a hash table of slot numbers, where hits mark
-//! entries and eviction gives marked ones a second chance. Lookups hand out clones (cheap, reference counted for blocks), so
-//! entries need no pinning; clones still in use are not counted against the
-//! capacity.
+//! entries and eviction gives marked ones a second chance. Lookups hand out
+//! clones (cheap, reference counted for blocks), so entries need no
+//! pinning; clones still in use are not counted against the capacity.
 
 mod block_cache;
 mod lru_cache;
