@@ -287,6 +287,9 @@ macro_rules! skipping_iterator {
                 self.inner.seek(target);
                 self.skip_forward();
             }
+            fn plan_seek(&mut self, target: &[u8], reads: &mut $crate::iter::SeekReads) {
+                self.inner.plan_seek(target, reads);
+            }
             fn seek_for_prev(&mut self, target: &[u8]) {
                 self.inner.seek_for_prev(target);
                 self.skip_backward();

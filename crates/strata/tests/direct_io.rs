@@ -150,3 +150,178 @@ fn direct_reads_and_writes_keep_the_model() {
     drop(db);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A database whose keys lie in L0 files and in two or more deeper levels,
+/// read with direct I/O, no bloom filter (db_bench's default) and a small
+/// cache: each seek and get then reads blocks of several levels, which it
+/// reads at once before it seeks (`SeekReads`).
+fn layered(dir: &Path, rng: &mut StdRng) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut opts = options(true, true);
+    let mut t = BlockBasedOptions::default();
+    t.set_block_size(512);
+    t.set_block_cache(&strata_kv::Cache::new_lru_cache(32 << 10));
+    opts.set_block_based_table_factory(&t);
+    let mut model = BTreeMap::new();
+    let db = DB::open(&opts, dir).unwrap();
+    let mut write = |db: &DB, n: usize, model: &mut BTreeMap<Vec<u8>, Vec<u8>>| {
+        for _ in 0..n {
+            let k = format!("{:08}", rng.gen_range(0..40_000u32) * 2).into_bytes();
+            if rng.gen_bool(0.1) {
+                db.delete(&k).unwrap();
+                model.remove(&k);
+            } else {
+                let v: Vec<u8> = (0..rng.gen_range(0..60)).map(|_| rng.gen()).collect();
+                db.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+        }
+    };
+    write(&db, 30_000, &mut model);
+    db.flush().unwrap();
+    db.wait_for_compact().unwrap();
+    drop(db);
+    // Then L0 files that stay: no compaction runs.
+    opts.set_disable_auto_compactions(true);
+    let db = DB::open(&opts, dir).unwrap();
+    for _ in 0..3 {
+        write(&db, 2_000, &mut model);
+        db.flush().unwrap();
+    }
+    let levels: Vec<usize> = (0..7)
+        .map(|l| {
+            db.property_value(&format!("strata.num-files-at-level{l}"))
+                .unwrap()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert!(levels[0] >= 3, "files per level: {levels:?}");
+    assert!(
+        levels[1..].iter().filter(|&&n| n > 0).count() >= 2,
+        "files per level: {levels:?}"
+    );
+    model
+}
+
+#[test]
+fn seeks_and_gets_that_read_levels_at_once_keep_the_model() {
+    let dir = scratch("levels");
+    if !supports_direct_io(&dir) {
+        std::fs::remove_dir_all(&dir).unwrap();
+        return;
+    }
+    let mut rng = StdRng::seed_from_u64(29);
+    let model = layered(&dir, &mut rng);
+    let mut opts = options(true, true);
+    let mut t = BlockBasedOptions::default();
+    t.set_block_size(512);
+    t.set_block_cache(&strata_kv::Cache::new_lru_cache(32 << 10));
+    opts.set_block_based_table_factory(&t);
+    opts.set_disable_auto_compactions(true);
+    let db = DB::open(&opts, &dir).unwrap();
+    let mut it = db.raw_iterator();
+    for round in 0..4000 {
+        // Present keys are even, absent ones odd; some past the end.
+        let k = format!("{:08}", rng.gen_range(0..80_400u32)).into_bytes();
+        assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned(), "get {round}");
+        it.seek(&k);
+        it.status().unwrap();
+        let want = model.range(k.clone()..).next();
+        assert_eq!(
+            it.key().map(|k| k.to_vec()),
+            want.map(|(k, _)| k.clone()),
+            "seek {round}"
+        );
+        if let Some((_, v)) = want {
+            assert_eq!(it.value(), Some(&v[..]), "seek {round}");
+            // A few steps on, across blocks and files.
+            let mut expect = model.range(k.clone()..).skip(1);
+            for _ in 0..rng.gen_range(0..4) {
+                it.next();
+                it.status().unwrap();
+                assert_eq!(
+                    it.key().map(|k| k.to_vec()),
+                    expect.next().map(|(k, _)| k.clone()),
+                    "next after seek {round}"
+                );
+            }
+        }
+    }
+    drop(it);
+    drop(db);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A data block that fails its checksum is never read around: a seek or a
+/// get that needs it reports `Corruption` naming the table, whether the
+/// block was read ahead with others or alone; every other answer is the
+/// model's.
+#[test]
+fn a_corrupt_block_read_with_others_is_an_error_not_an_answer() {
+    let dir = scratch("corrupt");
+    if !supports_direct_io(&dir) {
+        std::fs::remove_dir_all(&dir).unwrap();
+        return;
+    }
+    let mut rng = StdRng::seed_from_u64(31);
+    let model = layered(&dir, &mut rng);
+    // The largest table: a deeper level's. One byte of its first data
+    // block flipped.
+    let table = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sst"))
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let mut bytes = std::fs::read(&table).unwrap();
+    bytes[40] ^= 0x55;
+    std::fs::write(&table, &bytes).unwrap();
+    let name = table.file_name().unwrap().to_string_lossy().into_owned();
+    let mut opts = options(true, true);
+    let mut t = BlockBasedOptions::default();
+    t.set_block_size(512);
+    t.set_block_cache(&strata_kv::Cache::new_lru_cache(32 << 10));
+    opts.set_block_based_table_factory(&t);
+    opts.set_disable_auto_compactions(true);
+    let db = DB::open(&opts, &dir).unwrap();
+    let corrupt = |e: &Error, what: &str| {
+        assert!(
+            matches!(e, Error::Corruption { .. }) && e.to_string().contains(&name),
+            "{what}: {e}"
+        );
+    };
+    let (mut get_errors, mut seek_errors) = (0, 0);
+    let mut it = db.raw_iterator();
+    for k in (0..80_000u32)
+        .step_by(2)
+        .map(|k| format!("{k:08}").into_bytes())
+    {
+        match db.get(&k) {
+            Ok(v) => assert_eq!(v, model.get(&k).cloned(), "get"),
+            Err(e) => {
+                corrupt(&e, "get");
+                get_errors += 1;
+            }
+        }
+        it.seek(&k);
+        match it.status() {
+            Ok(()) => assert_eq!(
+                it.key().map(|k| k.to_vec()),
+                model.range(k.clone()..).next().map(|(k, _)| k.clone()),
+                "seek"
+            ),
+            Err(e) => {
+                corrupt(&e, "seek");
+                seek_errors += 1;
+            }
+        }
+    }
+    assert!(
+        get_errors > 0 && seek_errors > 0,
+        "gets {get_errors}, seeks {seek_errors}"
+    );
+    drop(it);
+    drop(db);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

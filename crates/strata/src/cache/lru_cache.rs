@@ -170,6 +170,20 @@ where
         r
     }
 
+    /// True if `key` is cached (counting nothing, marking it used); false
+    /// otherwise, counted as a miss: for a reader that asks before it
+    /// reads ahead and inserts the value, whose own lookup then hits and
+    /// counts the hit.
+    pub(crate) fn cached_or_count_miss(&self, key: &K) -> bool {
+        let hash = key_hash(key);
+        let shard = self.shard(hash);
+        let hit = shard.lru.read().read_with(key, hash, |_| ()).is_some();
+        if !hit {
+            shard.misses.fetch_add(1, Ordering::Relaxed);
+        }
+        hit
+    }
+
     /// Removes the entry for `key`, if any. Clones already handed out stay
     /// valid.
     pub fn erase(&self, key: &K) {

@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::iter::{InternalIterator, PrefixRun};
+use crate::iter::{InternalIterator, PrefixRun, SeekReads};
 use crate::key::Comparator;
 use crate::key::InternalKeyComparator;
 use crate::sst::{BlockPropertyFilter, TableIter};
@@ -162,6 +162,14 @@ impl InternalIterator for LevelIterator {
             t.seek(target);
         }
         self.skip_forward();
+    }
+
+    fn plan_seek(&mut self, target: &[u8], reads: &mut SeekReads) {
+        let i = self.version.find_file(&self.icmp, self.level, target);
+        self.open(i);
+        if let Some(t) = &mut self.table {
+            t.plan_seek(target, reads);
+        }
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) {

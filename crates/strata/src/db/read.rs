@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use crate::error::Result;
 use crate::iter::merging::MergingIterator;
-use crate::iter::InternalIterator;
+use crate::iter::{InternalIterator, SeekReads};
 use crate::key::{
     pack_trailer, Comparator, InternalKey, ParsedInternalKey, SequenceNumber, ValueKind,
     TRAILER_BYTES,
@@ -277,6 +277,9 @@ impl DbInner {
         // The lookup key is built on the stack when it fits (most keys).
         let end = with_lookup(key, seq, |lookup| -> Result<TablesEnd> {
             let hash = filter_hash(key);
+            if fill_cache && self.opts.use_direct_reads {
+                self.read_ahead_for_get(sv, key, lookup, hash);
+            }
             let mut base: Base = None;
             for (level, f) in self.candidate_files(sv, key, lookup) {
                 let table = self.table_cache.get_for(f, level)?;
@@ -315,6 +318,25 @@ impl DbInner {
             TablesEnd::Answer(v) => Ok(v),
             TablesEnd::Merge(base) => self.full_merge(key, base.as_deref(), operands),
         }
+    }
+
+    /// With direct reads, where every block read waits on the device: reads
+    /// at once ([`SeekReads`]) the first block each candidate table's
+    /// lookup of `key` would read, of the tables whose filters let it
+    /// through, so that the lookup below finds them in the block cache.
+    /// A key found in a newer table leaves the older tables' blocks read
+    /// for nothing: without filters (db_bench's default) that is a key
+    /// above the last level, with them only a false positive.
+    fn read_ahead_for_get(&self, sv: &SuperVersion, key: &[u8], lookup: &[u8], hash: u64) {
+        SEEK_READS.with(|reads| {
+            let mut reads = reads.borrow_mut();
+            for (level, f) in self.candidate_files(sv, key, lookup) {
+                if let Ok(table) = self.table_cache.get_for(f, level) {
+                    table.plan_get(lookup, hash, &mut reads);
+                }
+            }
+            reads.read_all();
+        })
     }
 
     /// The table files of `sv` that may hold `key`, newest first: L0's
@@ -488,7 +510,7 @@ impl DbInner {
             }
         }
         let icmp: Arc<dyn Comparator> = Arc::new(self.icmp.clone());
-        Ok(MergingIterator::new(icmp, children))
+        Ok(MergingIterator::new(icmp, children).with_seek_reads(self.opts.use_direct_reads))
     }
 
     /// The fragmented list `cell` holds, built from what `read` gives the
@@ -523,6 +545,11 @@ impl DbInner {
         let own: Arc<[RangeTombstone]> = table.range_deletions().into();
         Ok(f.range_dels.get_or_init(|| own).clone())
     }
+}
+
+thread_local! {
+    /// Each thread's reads ahead for a point lookup (`read_ahead_for_get`).
+    static SEEK_READS: std::cell::RefCell<SeekReads> = std::cell::RefCell::new(SeekReads::default());
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ mod memory;
 mod posix;
 pub(crate) mod rate_limiter;
 
+pub(crate) use direct::{read_direct_batch, DirectRead};
 pub use fault::{CrashMode, FaultInjectionFileSystem, FaultRule, FaultStats, FileOp};
 pub use memory::MemFileSystem;
 pub use posix::PosixFileSystem;
@@ -62,6 +63,31 @@ pub trait RandomAccessFile: Send + Sync + Debug {
         self.read_exact_at(0, &mut buf)?;
         Ok(bytes::Bytes::from(buf))
     }
+    /// The descriptor behind a file read with direct I/O (`O_DIRECT`) and
+    /// the alignment its reads' offsets and lengths need, through which
+    /// Strata may issue several reads at once (the blocks a seek needs in
+    /// several levels, through io_uring) instead of one
+    /// [`read_exact_at`](Self::read_exact_at) after another. `None`, the
+    /// default, keeps every read in `read_exact_at`: wrappers (the
+    /// fault-injecting file system) return it so that they see each read.
+    /// An implementation that returns `Some` promises that the descriptor
+    /// stays open as long as the file and reads the file's bytes.
+    #[cfg(unix)]
+    fn direct_io(&self) -> Option<DirectIo> {
+        None
+    }
+}
+
+/// What [`RandomAccessFile::direct_io`] gives: a file's descriptor, read
+/// with `O_DIRECT`, and the alignment (a power of two of at most 4 KiB) of
+/// the offsets and lengths of its reads. Buffers are aligned to 4 KiB.
+#[cfg(unix)]
+#[derive(Debug, Clone, Copy)]
+pub struct DirectIo {
+    /// The open descriptor.
+    pub fd: std::os::fd::RawFd,
+    /// Alignment of each read's offset and length, in bytes.
+    pub align: usize,
 }
 
 /// An exclusive lock on a database directory, released when dropped.

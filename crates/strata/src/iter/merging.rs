@@ -24,7 +24,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::iter::{InternalIterator, PrefixRun};
+use crate::iter::{InternalIterator, PrefixRun, SeekReads};
 use crate::key::Comparator;
 
 /// Which way the children are positioned.
@@ -52,6 +52,9 @@ pub struct MergingIterator {
     turn_key: Vec<u8>,
     /// Children landed on a run's first entry (kept to reuse its memory).
     landed: Vec<usize>,
+    /// The blocks a seek reads at once, before the children seek
+    /// (`None`: they seek on their own; see [`MergingIterator::with_seek_reads`]).
+    seek_reads: Option<SeekReads>,
 }
 
 impl fmt::Debug for MergingIterator {
@@ -67,6 +70,15 @@ impl fmt::Debug for MergingIterator {
 }
 
 impl MergingIterator {
+    /// With `on`, each seek first gathers the blocks its children are about
+    /// to read from files read with direct I/O and reads them at once
+    /// ([`SeekReads`]); for a database with `use_direct_reads`, where each
+    /// of those reads waits on the device.
+    pub(crate) fn with_seek_reads(mut self, on: bool) -> Self {
+        self.seek_reads = on.then(SeekReads::default);
+        self
+    }
+
     /// Merges `children`, each sorted by `cmp`. Starts unpositioned (invalid).
     pub fn new(cmp: Arc<dyn Comparator>, children: Vec<Box<dyn InternalIterator>>) -> Self {
         let heap = Vec::with_capacity(children.len());
@@ -78,6 +90,7 @@ impl MergingIterator {
             status: Ok(()),
             turn_key: Vec::new(),
             landed: Vec::new(),
+            seek_reads: None,
         }
     }
 
@@ -303,10 +316,22 @@ impl InternalIterator for MergingIterator {
     }
 
     fn seek(&mut self, target: &[u8]) {
+        if let Some(reads) = &mut self.seek_reads {
+            for child in &mut self.children {
+                child.plan_seek(target, reads);
+            }
+            reads.read_all();
+        }
         for child in &mut self.children {
             child.seek(target);
         }
         self.rebuild_heap(Direction::Forward);
+    }
+
+    fn plan_seek(&mut self, target: &[u8], reads: &mut SeekReads) {
+        for child in &mut self.children {
+            child.plan_seek(target, reads);
+        }
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) {

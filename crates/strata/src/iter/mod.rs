@@ -6,6 +6,7 @@ use crate::error::Result;
 pub(crate) mod merging;
 mod prefix_run;
 
+pub use crate::sst::SeekReads;
 pub use prefix_run::PrefixRun;
 
 /// A cursor over sorted (key, value) entries.
@@ -34,6 +35,16 @@ pub trait InternalIterator: Send {
     fn value(&self) -> &[u8];
     /// The first error met, if any.
     fn status(&self) -> Result<()>;
+
+    /// Adds to `reads` the data blocks that [`seek`](Self::seek)`(target)`
+    /// is about to read from files read with direct I/O and that the block
+    /// cache lacks, so that a merging iterator reads those of all its
+    /// children at once ([`SeekReads`]) before it seeks them. Called only
+    /// right before `seek(target)`, which it may prepare (a level iterator
+    /// opens the file the seek will read). The default adds none.
+    fn plan_seek(&mut self, target: &[u8], reads: &mut SeekReads) {
+        let _ = (target, reads);
+    }
 
     /// Positions at the first entry >= `target` where only the entries
     /// `run` covers matter (a prefix seek): an iterator may skip what

@@ -49,7 +49,7 @@ pub use table_iter::TableIterator;
 pub(crate) use table_reader::{
     MetaPlacement, MultiGetScratch, TableIndex, TableProbe, VersionVisitor,
 };
-pub use table_reader::{TableEntry, TableReader};
+pub use table_reader::{SeekReads, TableEntry, TableReader};
 
 /// Metaindex name of the bloom filter block.
 pub const FILTER_BLOCK_NAME: &str = "filter.strata.bloom.v1";

@@ -118,6 +118,13 @@ impl Table {
     /// needs. A packed table reads the entry's sequence number only if
     /// `need_sequence` (a range deletion may hide it).
     #[inline]
+    /// [`TableReader::plan_get`]; packed tables are mapped and add none.
+    pub(crate) fn plan_get(&self, lookup: &[u8], hash: u64, reads: &mut crate::iter::SeekReads) {
+        if let Table::Block(t) = self {
+            t.plan_get(lookup, hash, reads);
+        }
+    }
+
     pub(crate) fn get_opt(
         &self,
         lookup: &[u8],
@@ -310,6 +317,12 @@ impl InternalIterator for TableIter {
     }
     fn seek(&mut self, target: &[u8]) {
         each!(self, t => t.seek(target))
+    }
+    fn plan_seek(&mut self, target: &[u8], reads: &mut crate::iter::SeekReads) {
+        // Packed tables are mapped: nothing to read ahead.
+        if let TableIter::Block(t) = self {
+            t.plan_seek(target, reads);
+        }
     }
     fn seek_for_prev(&mut self, target: &[u8]) {
         each!(self, t => t.seek_for_prev(target))

@@ -15,7 +15,7 @@ use super::block_property::{BlockPropertyFilter, ResolvedFilters};
 use super::format::BlockHandle;
 use super::index::IndexValue;
 use super::readahead::Readahead;
-use super::TableReader;
+use super::{SeekReads, TableReader};
 
 /// Iterates over every entry of a table in internal-key order.
 pub struct TableIterator {
@@ -147,6 +147,29 @@ impl TableIterator {
                 self.data_handle = Some(handle);
             }
             Err(e) => self.fail(e),
+        }
+    }
+
+    /// [`InternalIterator::plan_seek`]: the data block a seek for `target`
+    /// lands on, if it would come from a file read with direct I/O. Not
+    /// for reads that do not fill the cache or skip blocks by property.
+    fn plan_seek_block(&mut self, target: &[u8], reads: &mut SeekReads) {
+        if !self.fill_cache
+            || !self.filters.is_empty()
+            || self.filters.table_excluded
+            || self.status.is_err()
+        {
+            return;
+        }
+        self.index.seek(target);
+        let Some(handle) = self.index_value().map(|v| v.handle) else {
+            return;
+        };
+        if self.data.is_some() && self.data_handle == Some(handle) {
+            return;
+        }
+        if self.table.reads_directly(handle) {
+            reads.push(self.table.clone(), handle);
         }
     }
 
@@ -282,6 +305,10 @@ impl TableIterator {
 }
 
 impl InternalIterator for TableIterator {
+    fn plan_seek(&mut self, target: &[u8], reads: &mut SeekReads) {
+        self.plan_seek_block(target, reads);
+    }
+
     fn valid(&self) -> bool {
         self.status.is_ok() && self.data.as_ref().is_some_and(|d| d.valid())
     }

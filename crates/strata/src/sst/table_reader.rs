@@ -10,7 +10,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::cache::{block_charge, BlockCache, CachedBlock, CachedRepr};
-use crate::env::RandomAccessFile;
+use crate::env::{read_direct_batch, DirectRead, RandomAccessFile};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{
@@ -24,13 +24,16 @@ use super::block_property::{
     BlockPropertyFilter, ResolvedFilters, PREFIX_RESTARTS_TAG, SINGLE_PREFIX_TAG,
 };
 use super::filter::{filter_hash, BloomFilter};
-use super::format::{read_block, BlockHandle, Footer, FOOTER_BYTES};
+use super::format::{
+    decode_block, read_block, BlockHandle, Footer, BLOCK_TRAILER_BYTES, FOOTER_BYTES,
+};
 use super::index::IndexValue;
 use super::index_array::IndexArray;
 use super::readahead::Readahead;
 use super::{
     TableIterator, TableProperties, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME, RANGE_DEL_BLOCK_NAME,
 };
+use crate::limits::BLOCK_SIZE_BYTES_MAX;
 use crate::range_del::{self, RangeTombstone};
 
 mod meta;
@@ -473,6 +476,67 @@ impl TableReader {
         Ok(block)
     }
 
+    /// True if a seek that lands on data block `handle` would read it from
+    /// a file read with direct I/O ([`RandomAccessFile::direct_io`]): the
+    /// block cache lacks it (counted as a miss: [`SeekReads`] reads it
+    /// next, and the seek's own lookup then hits) and its handle is one
+    /// the read would accept.
+    pub(crate) fn reads_directly(&self, handle: BlockHandle) -> bool {
+        let Some((cache, id)) = &self.cache else {
+            return false;
+        };
+        self.file.direct_io().is_some()
+            && handle.size <= BLOCK_SIZE_BYTES_MAX as u64
+            && handle.end_with_trailer() <= self.file.size()
+            && !cache.cached_or_count_miss(&(*id, handle.offset))
+    }
+
+    /// [`SeekReads`] for a point lookup: adds the data block that
+    /// [`get_opt`](Self::get_opt) of `lookup` would read first, if the
+    /// filter lets the key through and [`reads_directly`](Self::reads_directly)
+    /// approves it. Errors are left to the lookup.
+    pub(crate) fn plan_get(self: &Arc<Self>, lookup: &[u8], hash: u64, reads: &mut SeekReads) {
+        if self.cache.is_none() || self.file.direct_io().is_none() {
+            return;
+        }
+        if !matches!(
+            self.filter_excludes(extract_user_key(lookup), hash),
+            Ok(false)
+        ) {
+            return;
+        }
+        let Ok(index) = self.index() else {
+            return;
+        };
+        let Ok(array) = index.array() else {
+            return;
+        };
+        let first = array.lower_bound(lookup);
+        if first < array.len() {
+            let handle = array.handle(first);
+            if self.reads_directly(handle) {
+                reads.push(self.clone(), handle);
+            }
+        }
+    }
+
+    /// Caches data block `handle` from `raw`, its bytes and trailer read
+    /// ahead for a seek. A block that does not check out is left alone: the
+    /// seek reads it again and reports the error.
+    fn cache_read_ahead(&self, handle: BlockHandle, raw: &[u8]) {
+        let Some((cache, id)) = &self.cache else {
+            return;
+        };
+        let Ok(data) = decode_block(raw, &self.name, handle) else {
+            return;
+        };
+        let Ok(block) = Block::new(data, self.name.clone(), handle.offset) else {
+            return;
+        };
+        let charge = block_charge(&block);
+        cache.insert((*id, handle.offset), block.into(), charge);
+    }
+
     /// An iterator over data block `block` of this table, comparing
     /// statically when the user comparator is a built-in order.
     pub(crate) fn data_block_iter(&self, block: Block) -> super::block::BlockIter {
@@ -724,5 +788,80 @@ impl TableReader {
             }
         }
         self.props.data_size
+    }
+}
+
+/// Largest buffer a [`SeekReads`] keeps between seeks.
+const SEEK_READS_KEEP_BYTES: usize = 256 << 10;
+
+/// The data blocks a seek is about to read from files read with direct I/O
+/// and missing from the block cache, gathered from every level
+/// ([`InternalIterator::plan_seek`]) so that they are read at once: a seek
+/// needs one block from each level and L0 file, and those reads do not
+/// depend on each other, so the device can serve them together instead of
+/// one after another (RocksDB reads them in turn unless
+/// `ReadOptions::async_io` is set). The blocks go into the block cache, as
+/// the seek's own reads would put them; the seek then finds them there.
+///
+/// [`InternalIterator::plan_seek`]: crate::iter::InternalIterator::plan_seek
+#[derive(Default)]
+pub struct SeekReads {
+    reads: Vec<(Arc<TableReader>, BlockHandle)>,
+    buf: Vec<u8>,
+}
+
+impl std::fmt::Debug for SeekReads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SeekReads")
+            .field("blocks", &self.reads.len())
+            .finish()
+    }
+}
+
+impl SeekReads {
+    /// Adds data block `handle` of `table`, which
+    /// [`TableReader::reads_directly`] approved.
+    pub(crate) fn push(&mut self, table: Arc<TableReader>, handle: BlockHandle) {
+        self.reads.push((table, handle));
+    }
+
+    /// Reads every block added ([`crate::env::read_direct_batch`]: together)
+    /// into the block cache, and forgets them. Read errors and blocks
+    /// that fail their checks are left to the seek, which reads them again
+    /// and reports them as it always did.
+    pub(crate) fn read_all(&mut self) {
+        if self.reads.is_empty() {
+            return;
+        }
+        let total = self
+            .reads
+            .iter()
+            .map(|(_, h)| h.size as usize + BLOCK_TRAILER_BYTES)
+            .sum();
+        self.buf.clear();
+        self.buf.resize(total, 0);
+        let mut reads = Vec::with_capacity(self.reads.len());
+        let mut rest = &mut self.buf[..];
+        for (table, handle) in &self.reads {
+            let (buf, tail) = rest.split_at_mut(handle.size as usize + BLOCK_TRAILER_BYTES);
+            rest = tail;
+            reads.push(DirectRead {
+                file: &*table.file,
+                offset: handle.offset,
+                buf,
+                result: Ok(()),
+            });
+        }
+        read_direct_batch(&mut reads);
+        for ((table, handle), read) in self.reads.iter().zip(&reads) {
+            if read.result.is_ok() {
+                table.cache_read_ahead(*handle, read.buf);
+            }
+        }
+        drop(reads);
+        self.reads.clear();
+        if self.buf.capacity() > SEEK_READS_KEEP_BYTES {
+            self.buf = Vec::new();
+        }
     }
 }
