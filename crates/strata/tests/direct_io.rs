@@ -4,6 +4,8 @@
 //! flushes, compactions, reopens and scans both ways, and the open table
 //! files really carry `O_DIRECT` (read from `/proc/self/fdinfo`).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -151,16 +153,25 @@ fn direct_reads_and_writes_keep_the_model() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// A database whose keys lie in L0 files and in two or more deeper levels,
-/// read with direct I/O, no bloom filter (db_bench's default) and a small
-/// cache: each seek and get then reads blocks of several levels, which it
-/// reads at once before it seeks (`SeekReads`).
-fn layered(dir: &Path, rng: &mut StdRng) -> BTreeMap<Vec<u8>, Vec<u8>> {
+/// [`layered`]'s options: direct I/O, 512-byte blocks, a 32 KiB cache, no
+/// bloom filter, compactions off.
+fn layered_options() -> Options {
     let mut opts = options(true, true);
     let mut t = BlockBasedOptions::default();
     t.set_block_size(512);
     t.set_block_cache(&strata_kv::Cache::new_lru_cache(32 << 10));
     opts.set_block_based_table_factory(&t);
+    opts.set_disable_auto_compactions(true);
+    opts
+}
+
+/// A database whose keys lie in L0 files and in two or more deeper levels,
+/// read with direct I/O, no bloom filter (db_bench's default) and a small
+/// cache: each seek and get then reads blocks of several levels, which it
+/// reads at once before it seeks (`SeekReads`).
+fn layered(dir: &Path, rng: &mut StdRng) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut opts = layered_options();
+    opts.set_disable_auto_compactions(false);
     let mut model = BTreeMap::new();
     let db = DB::open(&opts, dir).unwrap();
     let mut write = |db: &DB, n: usize, model: &mut BTreeMap<Vec<u8>, Vec<u8>>| {
@@ -187,15 +198,7 @@ fn layered(dir: &Path, rng: &mut StdRng) -> BTreeMap<Vec<u8>, Vec<u8>> {
         write(&db, 2_000, &mut model);
         db.flush().unwrap();
     }
-    let levels: Vec<usize> = (0..7)
-        .map(|l| {
-            db.property_value(&format!("strata.num-files-at-level{l}"))
-                .unwrap()
-                .unwrap()
-                .parse()
-                .unwrap()
-        })
-        .collect();
+    let levels = common::files_per_level(&db);
     assert!(levels[0] >= 3, "files per level: {levels:?}");
     assert!(
         levels[1..].iter().filter(|&&n| n > 0).count() >= 2,
@@ -213,12 +216,7 @@ fn seeks_and_gets_that_read_levels_at_once_keep_the_model() {
     }
     let mut rng = StdRng::seed_from_u64(29);
     let model = layered(&dir, &mut rng);
-    let mut opts = options(true, true);
-    let mut t = BlockBasedOptions::default();
-    t.set_block_size(512);
-    t.set_block_cache(&strata_kv::Cache::new_lru_cache(32 << 10));
-    opts.set_block_based_table_factory(&t);
-    opts.set_disable_auto_compactions(true);
+    let opts = layered_options();
     let db = DB::open(&opts, &dir).unwrap();
     let mut it = db.raw_iterator();
     for round in 0..4000 {
@@ -278,12 +276,7 @@ fn a_corrupt_block_read_with_others_is_an_error_not_an_answer() {
     bytes[40] ^= 0x55;
     std::fs::write(&table, &bytes).unwrap();
     let name = table.file_name().unwrap().to_string_lossy().into_owned();
-    let mut opts = options(true, true);
-    let mut t = BlockBasedOptions::default();
-    t.set_block_size(512);
-    t.set_block_cache(&strata_kv::Cache::new_lru_cache(32 << 10));
-    opts.set_block_based_table_factory(&t);
-    opts.set_disable_auto_compactions(true);
+    let opts = layered_options();
     let db = DB::open(&opts, &dir).unwrap();
     let corrupt = |e: &Error, what: &str| {
         assert!(

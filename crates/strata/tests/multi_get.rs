@@ -6,6 +6,8 @@
 //! with a read error injected on one table: only the keys whose lookup
 //! needed that table fail.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -121,15 +123,7 @@ fn multi_get_equals_a_loop_of_gets() {
         let opts = options(fs, config);
         let db = DB::open(&opts, "/db").unwrap();
         let (model, snapshot, at_snapshot) = build(&db, &mut rng);
-        let files: Vec<u64> = (0..7)
-            .map(|l| {
-                db.property_value(&format!("strata.num-files-at-level{l}"))
-                    .unwrap()
-                    .unwrap()
-                    .parse()
-                    .unwrap()
-            })
-            .collect();
+        let files = common::files_per_level(&db);
         assert!(files[0] >= 2, "config {config}: L0 files {files:?}");
         assert!(
             files[1..].iter().filter(|&&n| n > 0).count() >= 1,

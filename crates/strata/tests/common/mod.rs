@@ -18,6 +18,13 @@ pub fn prop(db: &DB, name: &str) -> u64 {
         .unwrap()
 }
 
+/// The number of table files in each of `db`'s seven levels.
+pub fn files_per_level(db: &DB) -> Vec<u64> {
+    (0..7)
+        .map(|l| prop(db, &format!("strata.num-files-at-level{l}")))
+        .collect()
+}
+
 /// Every key-value pair of `db`, in order.
 pub fn contents(db: &DB) -> Vec<(Vec<u8>, Vec<u8>)> {
     db.iterator(IteratorMode::Start)
