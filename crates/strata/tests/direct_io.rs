@@ -246,6 +246,24 @@ fn seeks_and_gets_that_read_levels_at_once_keep_the_model() {
             }
         }
     }
+    // MultiGet reads each table's missing blocks of a batch at once.
+    for round in 0..300 {
+        // Random keys, or a run of neighbours (blocks back to back).
+        let n = rng.gen_range(1..64);
+        let start = rng.gen_range(0..80_400u32);
+        let keys: Vec<Vec<u8>> = (0..n)
+            .map(|i| match round % 2 {
+                0 => rng.gen_range(0..80_400u32),
+                _ => start + 2 * i,
+            })
+            .map(|k| format!("{k:08}").into_bytes())
+            .collect();
+        let got = db.batched_multi_get(keys.iter(), false);
+        for (k, r) in keys.iter().zip(got) {
+            let r = r.unwrap().map(|v| v.to_vec());
+            assert_eq!(r, model.get(k).cloned(), "multi_get {round}");
+        }
+    }
     drop(it);
     drop(db);
     std::fs::remove_dir_all(&dir).unwrap();

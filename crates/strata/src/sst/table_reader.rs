@@ -482,11 +482,23 @@ impl TableReader {
     /// next, and the seek's own lookup then hits) and its handle is one
     /// the read would accept.
     pub(crate) fn reads_directly(&self, handle: BlockHandle) -> bool {
+        self.reads_blocks_directly() && self.cache_lacks(handle)
+    }
+
+    /// True if this table's blocks come from a file read with direct I/O
+    /// into a block cache.
+    pub(crate) fn reads_blocks_directly(&self) -> bool {
+        self.cache.is_some() && self.file.direct_io().is_some()
+    }
+
+    /// The rest of [`reads_directly`](Self::reads_directly): `handle` is
+    /// one a read would accept and the cache lacks its block (counted as
+    /// a miss).
+    fn cache_lacks(&self, handle: BlockHandle) -> bool {
         let Some((cache, id)) = &self.cache else {
             return false;
         };
-        self.file.direct_io().is_some()
-            && handle.size <= BLOCK_SIZE_BYTES_MAX as u64
+        handle.size <= BLOCK_SIZE_BYTES_MAX as u64
             && handle.end_with_trailer() <= self.file.size()
             && !cache.cached_or_count_miss(&(*id, handle.offset))
     }
@@ -830,38 +842,71 @@ impl SeekReads {
     /// that fail their checks are left to the seek, which reads them again
     /// and reports them as it always did.
     pub(crate) fn read_all(&mut self) {
-        if self.reads.is_empty() {
-            return;
-        }
-        let total = self
-            .reads
-            .iter()
-            .map(|(_, h)| h.size as usize + BLOCK_TRAILER_BYTES)
-            .sum();
-        self.buf.clear();
-        self.buf.resize(total, 0);
-        let mut reads = Vec::with_capacity(self.reads.len());
-        let mut rest = &mut self.buf[..];
-        for (table, handle) in &self.reads {
-            let (buf, tail) = rest.split_at_mut(handle.size as usize + BLOCK_TRAILER_BYTES);
-            rest = tail;
-            reads.push(DirectRead {
-                file: &*table.file,
-                offset: handle.offset,
-                buf,
-                result: Ok(()),
-            });
-        }
-        read_direct_batch(&mut reads);
-        for ((table, handle), read) in self.reads.iter().zip(&reads) {
-            if read.result.is_ok() {
-                table.cache_read_ahead(*handle, read.buf);
+        let blocks: Vec<(&TableReader, BlockHandle)> =
+            self.reads.iter().map(|(t, h)| (&**t, *h)).collect();
+        read_ahead(&blocks, &mut self.buf);
+        self.reads.clear();
+    }
+}
+
+/// Largest read [`read_ahead`] makes of adjacent blocks together.
+const READ_AHEAD_SPAN_MAX: u64 = 256 << 10;
+
+/// Reads the data blocks `blocks` (each of its table, which
+/// [`TableReader::reads_directly`] approved) at once
+/// ([`crate::env::read_direct_batch`]) into the block cache, through
+/// `buf`. Blocks of one table that lie back to back in the file and follow
+/// each other in `blocks` are read as one span (up to
+/// [`READ_AHEAD_SPAN_MAX`] bytes), as RocksDB's MultiGet joins adjacent
+/// block reads. Read errors and blocks that fail their checks are left to
+/// the reader that asked, which reads them again and reports them.
+pub(crate) fn read_ahead(blocks: &[(&TableReader, BlockHandle)], buf: &mut Vec<u8>) {
+    // Spans: runs of `blocks` read together, with their file range.
+    let mut spans: Vec<(std::ops::Range<usize>, u64, u64)> = Vec::new();
+    for (i, (table, h)) in blocks.iter().enumerate() {
+        if let Some((run, start, end)) = spans.last_mut() {
+            let (prev, _) = blocks[run.start];
+            if std::ptr::eq(prev, *table)
+                && h.offset == *end
+                && h.end_with_trailer() - *start <= READ_AHEAD_SPAN_MAX
+            {
+                run.end = i + 1;
+                *end = h.end_with_trailer();
+                continue;
             }
         }
-        drop(reads);
-        self.reads.clear();
-        if self.buf.capacity() > SEEK_READS_KEEP_BYTES {
-            self.buf = Vec::new();
+        spans.push((i..i + 1, h.offset, h.end_with_trailer()));
+    }
+    let total: u64 = spans.iter().map(|(_, start, end)| end - start).sum();
+    if total == 0 {
+        return;
+    }
+    buf.clear();
+    buf.resize(total as usize, 0);
+    let mut reads = Vec::with_capacity(spans.len());
+    let mut rest = &mut buf[..];
+    for (run, start, end) in &spans {
+        let (b, tail) = rest.split_at_mut((end - start) as usize);
+        rest = tail;
+        reads.push(DirectRead {
+            file: &*blocks[run.start].0.file,
+            offset: *start,
+            buf: b,
+            result: Ok(()),
+        });
+    }
+    read_direct_batch(&mut reads);
+    for ((run, start, _), read) in spans.iter().zip(&reads) {
+        if read.result.is_err() {
+            continue;
         }
+        for &(table, h) in &blocks[run.clone()] {
+            let at = (h.offset - start) as usize;
+            table.cache_read_ahead(h, &read.buf[at..at + h.size as usize + BLOCK_TRAILER_BYTES]);
+        }
+    }
+    drop(reads);
+    if buf.capacity() > SEEK_READS_KEEP_BYTES {
+        *buf = Vec::new();
     }
 }

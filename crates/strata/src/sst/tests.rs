@@ -9,6 +9,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::filter::filter_hash;
+use super::format::BlockHandle;
+use super::table_reader::read_ahead;
 use super::*;
 use crate::env::{FileSystem, MemFileSystem};
 use crate::iter::InternalIterator;
@@ -1657,4 +1659,55 @@ fn index_separators_are_user_keys_unless_a_user_key_spans_blocks() {
         user_tables >= 6 && internal_tables >= 6,
         "{user_tables} / {internal_tables}"
     );
+}
+
+/// Blocks read ahead at once for a direct-I/O reader (`read_ahead`) land
+/// in the block cache whole: back-to-back blocks read as one span, spans
+/// split where blocks are left out; every lookup afterwards is served from
+/// the cache without one more miss.
+#[test]
+fn blocks_read_ahead_at_once_are_cached_whole() {
+    let (cmp, entries, bytes, _) = small_block_table(13, 300);
+    let dir = std::env::temp_dir().join(format!("strata-read-ahead-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("r.sst");
+    std::fs::write(&path, &bytes).unwrap();
+    let file = match crate::env::PosixFileSystem::new().open_random_access_direct(&path) {
+        Ok(f) => f,
+        Err(crate::Error::NotSupported(what)) => {
+            eprintln!("no O_DIRECT in the temporary directory: {what}");
+            std::fs::remove_dir_all(&dir).unwrap();
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let cache = Arc::new(crate::cache::BlockCache::new(1 << 20, Some(0)));
+    let table =
+        Arc::new(TableReader::open_with_cache(file, "r.sst", cmp, Some(cache.clone())).unwrap());
+    assert!(table.reads_blocks_directly());
+    let index = table.index().unwrap();
+    let array = index.array().unwrap();
+    let handles: Vec<BlockHandle> = (0..array.len()).map(|i| array.handle(i)).collect();
+    assert!(handles.len() >= 10, "{} blocks", handles.len());
+    // Two passes: every third block left out (spans of two), then the
+    // rest (the left-out ones, apart). Each asked-for block is missing.
+    for pass in 0..2 {
+        let blocks: Vec<(&TableReader, BlockHandle)> = handles
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| (i % 3 == 2) == (pass == 1))
+            .map(|(_, &h)| {
+                assert!(table.reads_directly(h), "pass {pass}: {h:?} cached already");
+                (&*table, h)
+            })
+            .collect();
+        read_ahead(&blocks, &mut Vec::new());
+    }
+    let misses = cache.misses();
+    let mut rng = StdRng::seed_from_u64(13);
+    check_gets(&table, &entries, &mut rng);
+    check_iterator(&table, &entries, &mut rng);
+    assert_eq!(cache.misses(), misses, "every block was read ahead");
+    drop(index);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -10,7 +10,9 @@
 //!    lands in that block (one comparison instead of a search);
 //! 3. blocks: each distinct data block is fetched once (from the block cache
 //!    or the file), with the lines each of its keys reads first prefetched
-//!    on a cache hit, all blocks before any seek;
+//!    on a cache hit, all blocks before any seek; with direct reads, the
+//!    blocks the cache lacks are first read together (io_uring), back-to-back
+//!    ones as one read;
 //! 4. seeks: each key seeks in its block, in stages (every block's restart
 //!    keys asked for, then every key's restart search, which asks for the
 //!    interval it will scan, then every scan); values are slices of the
@@ -18,10 +20,11 @@
 //!
 //! A failed block read fails only the keys of that block.
 
-use super::TableReader;
+use super::{read_ahead, TableReader};
 use crate::error::{Error, Result};
 use crate::key::extract_user_key;
 use crate::sst::block::{Block, BlockIter};
+use crate::sst::format::BlockHandle;
 use crate::sst::index_array::IndexArray;
 use crate::sst::TableEntry;
 
@@ -56,6 +59,8 @@ pub(crate) struct MultiGetScratch {
     survivors: Vec<Survivor>,
     runs: Vec<BlockRun>,
     iters: Vec<Result<BlockIter>>,
+    /// The buffer of the blocks read at once before pass 3 (direct reads).
+    ahead_buf: Vec<u8>,
 }
 
 /// A probe that the filter lets through.
@@ -119,6 +124,7 @@ impl TableReader {
             survivors,
             runs,
             iters,
+            ahead_buf,
         } = scratch;
         survivors.clear();
         runs.clear();
@@ -151,6 +157,18 @@ impl TableReader {
                 probe: i,
                 start: None,
             });
+        }
+        // With direct reads, the blocks the cache lacks are read at once
+        // first (adjacent ones as one read: `read_ahead`), so that pass 3
+        // finds them cached.
+        if fill_cache && self.reads_blocks_directly() {
+            let blocks: Vec<(&TableReader, BlockHandle)> = runs
+                .iter()
+                .map(|run| index.handle(run.block_index))
+                .filter(|&h| self.cache_lacks(h))
+                .map(|h| (self, h))
+                .collect();
+            read_ahead(&blocks, ahead_buf);
         }
         // Pass 3: each block once, all of them before any seek, so that the
         // lines the seeks read first are on their way for every block.
