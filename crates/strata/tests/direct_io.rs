@@ -61,6 +61,33 @@ fn open_tables() -> Vec<(String, bool)> {
     out
 }
 
+/// `n` random writes to `db` and `model`: keys `step` times one of 0 to
+/// 40,000 (eight digits), deleted with odds `deletes`, otherwise given
+/// values of up to `max_value` random bytes.
+fn write_random(
+    db: &DB,
+    model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+    rng: &mut StdRng,
+    n: usize,
+    step: u32,
+    deletes: f64,
+    max_value: usize,
+) {
+    for _ in 0..n {
+        let k = format!("{:08}", rng.gen_range(0..40_000u32) * step).into_bytes();
+        if rng.gen_bool(deletes) {
+            db.delete(&k).unwrap();
+            model.remove(&k);
+        } else {
+            let v: Vec<u8> = (0..rng.gen_range(0..max_value))
+                .map(|_| rng.gen())
+                .collect();
+            db.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+    }
+}
+
 fn check(db: &DB, model: &BTreeMap<Vec<u8>, Vec<u8>>, rng: &mut StdRng, what: &str) {
     let forward: Vec<(Vec<u8>, Vec<u8>)> = db
         .iterator(IteratorMode::Start)
@@ -108,17 +135,7 @@ fn direct_reads_and_writes_keep_the_model() {
         .enumerate()
     {
         let db = DB::open(&options(reads, writes), &dir).unwrap();
-        for _ in 0..15_000 {
-            let k = format!("{:08}", rng.gen_range(0..40_000u32)).into_bytes();
-            if rng.gen_bool(0.2) {
-                db.delete(&k).unwrap();
-                model.remove(&k);
-            } else {
-                let v: Vec<u8> = (0..rng.gen_range(0..120)).map(|_| rng.gen()).collect();
-                db.put(&k, &v).unwrap();
-                model.insert(k, v);
-            }
-        }
+        write_random(&db, &mut model, &mut rng, 15_000, 1, 0.2, 120);
         db.flush().unwrap();
         db.wait_for_compact().unwrap();
         check(&db, &model, &mut rng, &format!("round {round}"));
@@ -174,20 +191,7 @@ fn layered(dir: &Path, rng: &mut StdRng) -> BTreeMap<Vec<u8>, Vec<u8>> {
     opts.set_disable_auto_compactions(false);
     let mut model = BTreeMap::new();
     let db = DB::open(&opts, dir).unwrap();
-    let mut write = |db: &DB, n: usize, model: &mut BTreeMap<Vec<u8>, Vec<u8>>| {
-        for _ in 0..n {
-            let k = format!("{:08}", rng.gen_range(0..40_000u32) * 2).into_bytes();
-            if rng.gen_bool(0.1) {
-                db.delete(&k).unwrap();
-                model.remove(&k);
-            } else {
-                let v: Vec<u8> = (0..rng.gen_range(0..60)).map(|_| rng.gen()).collect();
-                db.put(&k, &v).unwrap();
-                model.insert(k, v);
-            }
-        }
-    };
-    write(&db, 30_000, &mut model);
+    write_random(&db, &mut model, rng, 30_000, 2, 0.1, 60);
     db.flush().unwrap();
     db.wait_for_compact().unwrap();
     drop(db);
@@ -195,7 +199,7 @@ fn layered(dir: &Path, rng: &mut StdRng) -> BTreeMap<Vec<u8>, Vec<u8>> {
     opts.set_disable_auto_compactions(true);
     let db = DB::open(&opts, dir).unwrap();
     for _ in 0..3 {
-        write(&db, 2_000, &mut model);
+        write_random(&db, &mut model, rng, 2_000, 2, 0.1, 60);
         db.flush().unwrap();
     }
     let levels = common::files_per_level(&db);

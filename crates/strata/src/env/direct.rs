@@ -17,8 +17,12 @@
 //!   back to its true length (`ftruncate`) and syncs. The partial block
 //!   stays in the window and is written again, whole, when more follows.
 //!
-//! Aligned buffers are windows into ordinary vectors. The one `unsafe`
-//! block is the `statx` call that asks for the alignment.
+//! Several reads may also go to the kernel at once ([`read_direct_batch`],
+//! through a per-thread io_uring), into windows of a per-thread buffer.
+//!
+//! Aligned buffers are windows into ordinary vectors. `unsafe` is confined
+//! to the `statx` call that asks for the alignment and to the io_uring
+//! submissions, whose windows outlive every read in flight.
 
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
@@ -90,6 +94,14 @@ fn round_down(n: u64, align: usize) -> u64 {
 /// `n` rounded up to a multiple of `align`.
 fn round_up(n: usize, align: usize) -> usize {
     n.div_ceil(align) * align
+}
+
+/// The aligned read that covers `len` bytes at `offset`: its file offset,
+/// the bytes before `offset` in it, and its length.
+fn aligned_read(offset: u64, len: usize, align: usize) -> (u64, usize, usize) {
+    let start = round_down(offset, align);
+    let skip = (offset - start) as usize;
+    (start, skip, round_up(skip + len, align))
 }
 
 /// The alignment of file offsets and lengths that direct reads of `file`
@@ -169,9 +181,7 @@ impl RandomAccessFile for DirectRandomAccessFile {
         if buf.is_empty() {
             return Ok(());
         }
-        let start = round_down(offset, self.align);
-        let skip = (offset - start) as usize;
-        let span = round_up(skip + buf.len(), self.align);
+        let (start, skip, span) = aligned_read(offset, buf.len(), self.align);
         READ_BUFFER.with(|cell| {
             let mut raw = cell.borrow_mut();
             let at = aligned_window(&mut raw, span);
@@ -250,25 +260,28 @@ pub(crate) struct DirectRead<'a> {
 /// fails or cuts short is made again with `read_exact_at`, whose error
 /// (naming the file and offset) is the one reported.
 pub(crate) fn read_direct_batch(reads: &mut [DirectRead<'_>]) {
+    fn alone(r: &mut DirectRead<'_>) {
+        r.result = r.file.read_exact_at(r.offset, r.buf);
+    }
     #[cfg(target_os = "linux")]
     {
-        let (mut batch, mut rest): (Vec<usize>, Vec<usize>) =
-            (0..reads.len()).partition(|&i| reads[i].file.direct_io().is_some());
-        for chunk in batch.chunks(uring::ENTRIES) {
-            if chunk.len() < 2 || uring::read(reads, chunk).is_none() {
-                rest.extend_from_slice(chunk);
+        // The direct ones, with their descriptors; the others read now.
+        let mut direct: smallvec::SmallVec<[(usize, super::DirectIo); uring::ENTRIES]> =
+            smallvec::SmallVec::new();
+        for (i, r) in reads.iter_mut().enumerate() {
+            match r.file.direct_io() {
+                Some(io) => direct.push((i, io)),
+                None => alone(r),
             }
         }
-        batch.clear();
-        for i in rest {
-            let r = &mut reads[i];
-            r.result = r.file.read_exact_at(r.offset, r.buf);
+        for chunk in direct.chunks(uring::ENTRIES) {
+            if chunk.len() < 2 || uring::read(reads, chunk).is_none() {
+                chunk.iter().for_each(|&(i, _)| alone(&mut reads[i]));
+            }
         }
     }
     #[cfg(not(target_os = "linux"))]
-    for r in reads.iter_mut() {
-        r.result = r.file.read_exact_at(r.offset, r.buf);
-    }
+    reads.iter_mut().for_each(alone);
 }
 
 #[cfg(target_os = "linux")]
@@ -277,7 +290,10 @@ mod uring {
 
     use io_uring::{opcode, types, IoUring};
 
-    use super::{aligned_window, round_down, round_up, DirectRead, ALIGN, READ_BUFFER_KEPT_BYTES};
+    use super::super::DirectIo;
+    use super::{
+        aligned_read, aligned_window, round_up, DirectRead, ALIGN, READ_BUFFER_KEPT_BYTES,
+    };
 
     /// Reads one ring takes at a time.
     pub(super) const ENTRIES: usize = 32;
@@ -307,11 +323,11 @@ mod uring {
         skip: usize,
     }
 
-    /// Reads `reads[i]` for every `i` of `chunk` (at least two, at most
-    /// [`ENTRIES`], all of files with `direct_io`) through this thread's
-    /// ring, each result recorded in its request. `None`: no ring here, or
-    /// it failed before the reads went out; the caller reads them itself.
-    pub(super) fn read(reads: &mut [DirectRead<'_>], chunk: &[usize]) -> Option<()> {
+    /// Reads `reads[i]` for every `(i, io)` of `chunk` (at least two, at
+    /// most [`ENTRIES`]; `io` is the file's `direct_io`) through this
+    /// thread's ring, each result recorded in its request. `None`: no ring
+    /// here, or it failed; the caller reads them itself.
+    pub(super) fn read(reads: &mut [DirectRead<'_>], chunk: &[(usize, DirectIo)]) -> Option<()> {
         debug_assert!((2..=ENTRIES).contains(&chunk.len()));
         RING.with(|cell| {
             let mut ring = cell.borrow_mut();
@@ -342,7 +358,7 @@ mod uring {
         ring: &mut IoUring,
         buf: &mut Vec<u8>,
         reads: &mut [DirectRead<'_>],
-        chunk: &[usize],
+        chunk: &[(usize, DirectIo)],
     ) -> Option<()> {
         let mut windows = [Window {
             at: 0,
@@ -351,12 +367,11 @@ mod uring {
             skip: 0,
         }; ENTRIES];
         let mut total = 0;
-        for (w, &i) in windows.iter_mut().zip(chunk) {
-            let r = &reads[i];
-            let align = r.file.direct_io()?.align;
-            let start = round_down(r.offset, align);
-            let skip = (r.offset - start) as usize;
-            let span = round_up(skip + r.buf.len(), align);
+        // Everything that can fail is checked here, before any read goes
+        // out: a failure after a submission leaks the ring.
+        for (w, &(i, io)) in windows.iter_mut().zip(chunk) {
+            let (start, skip, span) = aligned_read(reads[i].offset, reads[i].buf.len(), io.align);
+            u32::try_from(span).ok()?;
             *w = Window {
                 at: total,
                 start,
@@ -372,12 +387,10 @@ mod uring {
             if !sq.is_empty() || sq.capacity() < chunk.len() {
                 return None;
             }
-            for (k, (w, &i)) in windows.iter().zip(chunk).enumerate() {
-                let fd = reads[i].file.direct_io()?.fd;
-                let span = u32::try_from(w.span).ok()?;
+            for (k, (w, &(_, io))) in windows.iter().zip(chunk).enumerate() {
                 // SAFETY: inside `buf`: `at + span <= total` bytes past `base`.
                 let dst = unsafe { ptr.add(w.at) };
-                let entry = opcode::Read::new(types::Fd(fd), dst, span)
+                let entry = opcode::Read::new(types::Fd(io.fd), dst, w.span as u32)
                     .offset(w.start)
                     .build()
                     .user_data(k as u64);
@@ -408,7 +421,7 @@ mod uring {
                 }
             }
         }
-        for (k, (w, &i)) in windows.iter().zip(chunk).enumerate() {
+        for (k, (w, &(i, _))) in windows.iter().zip(chunk).enumerate() {
             let r = &mut reads[i];
             let got = usize::try_from(results[k]).unwrap_or(0);
             r.result = if results[k] >= 0 && got >= w.skip + r.buf.len() {

@@ -316,11 +316,10 @@ impl InternalIterator for MergingIterator {
     }
 
     fn seek(&mut self, target: &[u8]) {
-        if let Some(reads) = &mut self.seek_reads {
-            for child in &mut self.children {
-                child.plan_seek(target, reads);
-            }
+        if let Some(mut reads) = self.seek_reads.take() {
+            self.plan_seek(target, &mut reads);
             reads.read_all();
+            self.seek_reads = Some(reads);
         }
         for child in &mut self.children {
             child.seek(target);

@@ -155,12 +155,13 @@ pub fn put_block_trailer(out: &mut Vec<u8>, contents: &[u8], kind: CompressionTy
     put_fixed32(out, mask(crc));
 }
 
-/// Reads the block at `handle`, checks its checksum and decompresses it.
-pub fn read_block(
-    file: &dyn RandomAccessFile,
+/// Checks that a block at `handle` of a `file_size`-byte file can be read:
+/// under [`BLOCK_SIZE_BYTES_MAX`] and inside the file with its trailer.
+pub(crate) fn check_block_handle(
     name: &Arc<str>,
     handle: BlockHandle,
-) -> Result<Bytes> {
+    file_size: u64,
+) -> Result<()> {
     let corrupt = |what: String| Error::corruption(&**name, handle.offset, what);
     if handle.size > BLOCK_SIZE_BYTES_MAX as u64 {
         return Err(corrupt(format!(
@@ -168,13 +169,22 @@ pub fn read_block(
             handle.size
         )));
     }
-    let file_size = file.size();
     if handle.end_with_trailer() > file_size {
         return Err(corrupt(format!(
             "block of {} bytes plus trailer runs past the end of the {file_size}-byte file",
             handle.size
         )));
     }
+    Ok(())
+}
+
+/// Reads the block at `handle`, checks its checksum and decompresses it.
+pub fn read_block(
+    file: &dyn RandomAccessFile,
+    name: &Arc<str>,
+    handle: BlockHandle,
+) -> Result<Bytes> {
+    check_block_handle(name, handle, file.size())?;
     let n = handle.size as usize;
     // Compressed blocks are read into a per-thread buffer that is reused,
     // so a cache miss costs one allocation (the decompressed block), not

@@ -150,29 +150,6 @@ impl TableIterator {
         }
     }
 
-    /// [`InternalIterator::plan_seek`]: the data block a seek for `target`
-    /// lands on, if it would come from a file read with direct I/O. Not
-    /// for reads that do not fill the cache or skip blocks by property.
-    fn plan_seek_block(&mut self, target: &[u8], reads: &mut SeekReads) {
-        if !self.fill_cache
-            || !self.filters.is_empty()
-            || self.filters.table_excluded
-            || self.status.is_err()
-        {
-            return;
-        }
-        self.index.seek(target);
-        let Some(handle) = self.index_value().map(|v| v.handle) else {
-            return;
-        };
-        if self.data.is_some() && self.data_handle == Some(handle) {
-            return;
-        }
-        if self.table.reads_directly(handle) {
-            reads.push(self.table.clone(), handle);
-        }
-    }
-
     fn fail(&mut self, e: crate::Error) {
         if self.status.is_ok() {
             self.status = Err(e);
@@ -305,8 +282,23 @@ impl TableIterator {
 }
 
 impl InternalIterator for TableIterator {
+    /// The data block a seek for `target` lands on, if it would come from
+    /// a file read with direct I/O. Not for reads that do not fill the
+    /// cache or skip blocks by property.
     fn plan_seek(&mut self, target: &[u8], reads: &mut SeekReads) {
-        self.plan_seek_block(target, reads);
+        if !self.fill_cache || !self.filters.is_empty() || self.status.is_err() {
+            return;
+        }
+        self.index.seek(target);
+        let Some(handle) = self.index_value().map(|v| v.handle) else {
+            return;
+        };
+        if self.data.is_some() && self.data_handle == Some(handle) {
+            return;
+        }
+        if self.table.reads_directly(handle) {
+            reads.push(self.table.clone(), handle);
+        }
     }
 
     fn valid(&self) -> bool {

@@ -25,7 +25,8 @@ use super::block_property::{
 };
 use super::filter::{filter_hash, BloomFilter};
 use super::format::{
-    decode_block, read_block, BlockHandle, Footer, BLOCK_TRAILER_BYTES, FOOTER_BYTES,
+    check_block_handle, decode_block, read_block, BlockHandle, Footer, BLOCK_TRAILER_BYTES,
+    FOOTER_BYTES,
 };
 use super::index::IndexValue;
 use super::index_array::IndexArray;
@@ -33,7 +34,6 @@ use super::readahead::Readahead;
 use super::{
     TableIterator, TableProperties, FILTER_BLOCK_NAME, PROPERTIES_BLOCK_NAME, RANGE_DEL_BLOCK_NAME,
 };
-use crate::limits::BLOCK_SIZE_BYTES_MAX;
 use crate::range_del::{self, RangeTombstone};
 
 mod meta;
@@ -466,14 +466,19 @@ impl TableReader {
         }
         let data = read(self)?;
         let block = Block::new(data, self.name.clone(), handle.offset)?;
-        if let (Some((cache, id)), true) = (&self.cache, fill_cache) {
-            cache.insert(
-                (*id, handle.offset),
-                block.clone().into(),
-                block_charge(&block),
-            );
+        if fill_cache {
+            self.cache_block(&block);
         }
         Ok(block)
+    }
+
+    /// Puts data block `block` (read from this table) in the block cache,
+    /// if the table has one.
+    fn cache_block(&self, block: &Block) {
+        if let Some((cache, id)) = &self.cache {
+            let key = (*id, block.offset());
+            cache.insert(key, block.clone().into(), block_charge(block));
+        }
     }
 
     /// True if a seek that lands on data block `handle` would read it from
@@ -498,8 +503,7 @@ impl TableReader {
         let Some((cache, id)) = &self.cache else {
             return false;
         };
-        handle.size <= BLOCK_SIZE_BYTES_MAX as u64
-            && handle.end_with_trailer() <= self.file.size()
+        check_block_handle(&self.name, handle, self.file.size()).is_ok()
             && !cache.cached_or_count_miss(&(*id, handle.offset))
     }
 
@@ -508,7 +512,7 @@ impl TableReader {
     /// filter lets the key through and [`reads_directly`](Self::reads_directly)
     /// approves it. Errors are left to the lookup.
     pub(crate) fn plan_get(self: &Arc<Self>, lookup: &[u8], hash: u64, reads: &mut SeekReads) {
-        if self.cache.is_none() || self.file.direct_io().is_none() {
+        if !self.reads_blocks_directly() {
             return;
         }
         if !matches!(
@@ -526,7 +530,7 @@ impl TableReader {
         let first = array.lower_bound(lookup);
         if first < array.len() {
             let handle = array.handle(first);
-            if self.reads_directly(handle) {
+            if self.cache_lacks(handle) {
                 reads.push(self.clone(), handle);
             }
         }
@@ -536,17 +540,11 @@ impl TableReader {
     /// ahead for a seek. A block that does not check out is left alone: the
     /// seek reads it again and reports the error.
     fn cache_read_ahead(&self, handle: BlockHandle, raw: &[u8]) {
-        let Some((cache, id)) = &self.cache else {
-            return;
-        };
-        let Ok(data) = decode_block(raw, &self.name, handle) else {
-            return;
-        };
-        let Ok(block) = Block::new(data, self.name.clone(), handle.offset) else {
-            return;
-        };
-        let charge = block_charge(&block);
-        cache.insert((*id, handle.offset), block.into(), charge);
+        let block = decode_block(raw, &self.name, handle)
+            .and_then(|data| Block::new(data, self.name.clone(), handle.offset));
+        if let Ok(block) = block {
+            self.cache_block(&block);
+        }
     }
 
     /// An iterator over data block `block` of this table, comparing
@@ -842,9 +840,7 @@ impl SeekReads {
     /// that fail their checks are left to the seek, which reads them again
     /// and reports them as it always did.
     pub(crate) fn read_all(&mut self) {
-        let blocks: Vec<(&TableReader, BlockHandle)> =
-            self.reads.iter().map(|(t, h)| (&**t, *h)).collect();
-        read_ahead(&blocks, &mut self.buf);
+        read_ahead(&self.reads, &mut self.buf);
         self.reads.clear();
     }
 }
@@ -860,13 +856,15 @@ const READ_AHEAD_SPAN_MAX: u64 = 256 << 10;
 /// [`READ_AHEAD_SPAN_MAX`] bytes), as RocksDB's MultiGet joins adjacent
 /// block reads. Read errors and blocks that fail their checks are left to
 /// the reader that asked, which reads them again and reports them.
-pub(crate) fn read_ahead(blocks: &[(&TableReader, BlockHandle)], buf: &mut Vec<u8>) {
+pub(crate) fn read_ahead<T: std::ops::Deref<Target = TableReader>>(
+    blocks: &[(T, BlockHandle)],
+    buf: &mut Vec<u8>,
+) {
     // Spans: runs of `blocks` read together, with their file range.
     let mut spans: Vec<(std::ops::Range<usize>, u64, u64)> = Vec::new();
     for (i, (table, h)) in blocks.iter().enumerate() {
         if let Some((run, start, end)) = spans.last_mut() {
-            let (prev, _) = blocks[run.start];
-            if std::ptr::eq(prev, *table)
+            if std::ptr::eq(&*blocks[run.start].0, &**table)
                 && h.offset == *end
                 && h.end_with_trailer() - *start <= READ_AHEAD_SPAN_MAX
             {
@@ -900,9 +898,12 @@ pub(crate) fn read_ahead(blocks: &[(&TableReader, BlockHandle)], buf: &mut Vec<u
         if read.result.is_err() {
             continue;
         }
-        for &(table, h) in &blocks[run.clone()] {
+        for (table, h) in &blocks[run.clone()] {
             let at = (h.offset - start) as usize;
-            table.cache_read_ahead(h, &read.buf[at..at + h.size as usize + BLOCK_TRAILER_BYTES]);
+            table.cache_read_ahead(
+                *h,
+                &read.buf[at..at + h.size as usize + BLOCK_TRAILER_BYTES],
+            );
         }
     }
     drop(reads);
