@@ -46,6 +46,19 @@ impl Readahead {
         }
     }
 
+    /// Frees the buffer (an iterator that ran off its table's end). A
+    /// compaction keeps every input's iterator until the merge ends, so
+    /// without this each finished input would hold its last window.
+    pub(crate) fn release(&mut self) {
+        *self = Readahead::fixed(self.fixed);
+    }
+
+    /// Bytes the buffer holds (its capacity).
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.buf.capacity()
+    }
+
     /// The checked, decompressed block at `handle`: from the buffer when
     /// it holds it, else read (ahead, when reads have been sequential).
     pub(crate) fn read(

@@ -74,6 +74,12 @@ impl TableIterator {
         self
     }
 
+    /// Bytes its readahead buffer holds.
+    #[cfg(test)]
+    pub(crate) fn readahead_held(&self) -> usize {
+        self.readahead.held()
+    }
+
     /// Applies a read's block property filters: blocks and the table they
     /// rule out are passed without being read.
     pub(crate) fn with_filters(
@@ -245,6 +251,7 @@ impl TableIterator {
         while !self.data.as_ref().is_some_and(|d| d.valid()) {
             if self.data_failed() || !self.index.valid() {
                 self.data = None;
+                self.readahead.release();
                 return;
             }
             self.index.next();

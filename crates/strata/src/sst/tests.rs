@@ -1458,6 +1458,42 @@ fn fixed_readahead_reads_ahead_from_the_first_block() {
     }
 }
 
+/// An iterator that ran off its table's end holds no readahead buffer: a
+/// compaction keeps its finished inputs' iterators to the end of the merge,
+/// and each would otherwise keep its last window (256 KiB by default).
+#[test]
+fn an_exhausted_iterator_frees_its_readahead() {
+    let (cmp, entries, bytes, props) = small_block_table(32, 3000);
+    let (table, _) = counting_table(&bytes, &cmp);
+    for ahead in [0, props.data_size / 4 + 1] {
+        let mut it = table.iter_opt(false).with_readahead(ahead);
+        it.seek_to_first();
+        let mut n = 0;
+        let mut most = 0;
+        while it.valid() {
+            most = most.max(it.readahead_held());
+            n += 1;
+            it.next();
+        }
+        assert_eq!(n, entries.len());
+        assert!(most > 0, "readahead {ahead}: never read ahead");
+        assert_eq!(
+            it.readahead_held(),
+            0,
+            "readahead {ahead}: kept after the end"
+        );
+        // A new scan reads ahead again and gives the same entries.
+        it.seek_to_first();
+        let mut again = 0;
+        while it.valid() {
+            again += 1;
+            it.next();
+        }
+        assert_eq!(again, entries.len());
+        assert!(it.status().is_ok());
+    }
+}
+
 /// Key anchors: at most the number asked for (and about that many),
 /// ascending, spread over the whole table.
 #[test]
