@@ -249,6 +249,28 @@ fn seeks_and_gets_that_read_levels_at_once_keep_the_model() {
                 );
             }
         }
+        // The reverse seek reads the same blocks at once.
+        it.seek_for_prev(&k);
+        it.status().unwrap();
+        let want = model.range(..=k.clone()).next_back();
+        assert_eq!(
+            it.key().map(|k| k.to_vec()),
+            want.map(|(k, _)| k.clone()),
+            "seek_for_prev {round}"
+        );
+        if let Some((_, v)) = want {
+            assert_eq!(it.value(), Some(&v[..]), "seek_for_prev {round}");
+            let mut expect = model.range(..=k.clone()).rev().skip(1);
+            for _ in 0..rng.gen_range(0..4) {
+                it.prev();
+                it.status().unwrap();
+                assert_eq!(
+                    it.key().map(|k| k.to_vec()),
+                    expect.next().map(|(k, _)| k.clone()),
+                    "prev after seek_for_prev {round}"
+                );
+            }
+        }
     }
     // MultiGet reads each table's missing blocks of a batch at once.
     for round in 0..300 {

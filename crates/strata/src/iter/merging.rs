@@ -79,6 +79,16 @@ impl MergingIterator {
         self
     }
 
+    /// With seek reads on, reads at once the blocks a seek to `target`
+    /// is about to read in every child (see [`Self::with_seek_reads`]).
+    fn read_seek_blocks(&mut self, target: &[u8]) {
+        if let Some(mut reads) = self.seek_reads.take() {
+            self.plan_seek(target, &mut reads);
+            reads.read_all();
+            self.seek_reads = Some(reads);
+        }
+    }
+
     /// Merges `children`, each sorted by `cmp`. Starts unpositioned (invalid).
     pub fn new(cmp: Arc<dyn Comparator>, children: Vec<Box<dyn InternalIterator>>) -> Self {
         let heap = Vec::with_capacity(children.len());
@@ -316,11 +326,7 @@ impl InternalIterator for MergingIterator {
     }
 
     fn seek(&mut self, target: &[u8]) {
-        if let Some(mut reads) = self.seek_reads.take() {
-            self.plan_seek(target, &mut reads);
-            reads.read_all();
-            self.seek_reads = Some(reads);
-        }
+        self.read_seek_blocks(target);
         for child in &mut self.children {
             child.seek(target);
         }
@@ -334,6 +340,10 @@ impl InternalIterator for MergingIterator {
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) {
+        // A child's `seek_for_prev` lands in the block its `seek` would,
+        // unless `target` falls between two blocks (then the one before,
+        // read on its own): the same blocks, read at once, serve it.
+        self.read_seek_blocks(target);
         for child in &mut self.children {
             child.seek_for_prev(target);
         }

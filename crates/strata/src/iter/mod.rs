@@ -40,8 +40,10 @@ pub trait InternalIterator: Send {
     /// is about to read from files read with direct I/O and that the block
     /// cache lacks, so that a merging iterator reads those of all its
     /// children at once ([`SeekReads`]) before it seeks them. Called only
-    /// right before `seek(target)`, which it may prepare (a level iterator
-    /// opens the file the seek will read). The default adds none.
+    /// right before `seek(target)` or `seek_for_prev(target)` (which lands
+    /// in the same block unless `target` falls between two), and may
+    /// prepare it (a level iterator opens the file the seek will read).
+    /// The default adds none.
     fn plan_seek(&mut self, target: &[u8], reads: &mut SeekReads) {
         let _ = (target, reads);
     }
