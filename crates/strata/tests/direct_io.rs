@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata_kv::{BlockBasedOptions, Error, IteratorMode, Options, DB};
+use strata_kv::{BlockBasedOptions, DBRawIterator, Error, IteratorMode, Options, DB};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("strata-direct-{name}-{}", std::process::id()));
@@ -211,6 +211,34 @@ fn layered(dir: &Path, rng: &mut StdRng) -> BTreeMap<Vec<u8>, Vec<u8>> {
     model
 }
 
+/// Checks that `it` is at the first entry of `expect` (or invalid when
+/// there is none), then `steps` times that `step` moves it to the next.
+fn check_steps<'m, 'd>(
+    it: &mut DBRawIterator<'d>,
+    mut expect: impl Iterator<Item = (&'m Vec<u8>, &'m Vec<u8>)>,
+    steps: usize,
+    step: fn(&mut DBRawIterator<'d>),
+    what: &str,
+    round: usize,
+) {
+    for i in 0..=steps {
+        if i > 0 {
+            step(it);
+        }
+        it.status().unwrap();
+        let want = expect.next();
+        assert_eq!(
+            it.key().map(|k| k.to_vec()),
+            want.map(|(k, _)| k.clone()),
+            "{what} {round}, step {i}"
+        );
+        match want {
+            Some((_, v)) => assert_eq!(it.value(), Some(&v[..]), "{what} {round}, step {i}"),
+            None => return,
+        }
+    }
+}
+
 #[test]
 fn seeks_and_gets_that_read_levels_at_once_keep_the_model() {
     let dir = scratch("levels");
@@ -228,49 +256,21 @@ fn seeks_and_gets_that_read_levels_at_once_keep_the_model() {
         let k = format!("{:08}", rng.gen_range(0..80_400u32)).into_bytes();
         assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned(), "get {round}");
         it.seek(&k);
-        it.status().unwrap();
-        let want = model.range(k.clone()..).next();
-        assert_eq!(
-            it.key().map(|k| k.to_vec()),
-            want.map(|(k, _)| k.clone()),
-            "seek {round}"
-        );
-        if let Some((_, v)) = want {
-            assert_eq!(it.value(), Some(&v[..]), "seek {round}");
-            // A few steps on, across blocks and files.
-            let mut expect = model.range(k.clone()..).skip(1);
-            for _ in 0..rng.gen_range(0..4) {
-                it.next();
-                it.status().unwrap();
-                assert_eq!(
-                    it.key().map(|k| k.to_vec()),
-                    expect.next().map(|(k, _)| k.clone()),
-                    "next after seek {round}"
-                );
-            }
-        }
+        let steps = rng.gen_range(0..4);
+        // A few steps on, across blocks and files.
+        let expect = model.range(k.clone()..);
+        check_steps(&mut it, expect, steps, DBRawIterator::next, "seek", round);
         // The reverse seek reads the same blocks at once.
         it.seek_for_prev(&k);
-        it.status().unwrap();
-        let want = model.range(..=k.clone()).next_back();
-        assert_eq!(
-            it.key().map(|k| k.to_vec()),
-            want.map(|(k, _)| k.clone()),
-            "seek_for_prev {round}"
+        let expect = model.range(..=k.clone()).rev();
+        check_steps(
+            &mut it,
+            expect,
+            steps,
+            DBRawIterator::prev,
+            "seek_for_prev",
+            round,
         );
-        if let Some((_, v)) = want {
-            assert_eq!(it.value(), Some(&v[..]), "seek_for_prev {round}");
-            let mut expect = model.range(..=k.clone()).rev().skip(1);
-            for _ in 0..rng.gen_range(0..4) {
-                it.prev();
-                it.status().unwrap();
-                assert_eq!(
-                    it.key().map(|k| k.to_vec()),
-                    expect.next().map(|(k, _)| k.clone()),
-                    "prev after seek_for_prev {round}"
-                );
-            }
-        }
     }
     // MultiGet reads each table's missing blocks of a batch at once.
     for round in 0..300 {

@@ -203,24 +203,42 @@ mod tests {
     #[test]
     fn bytewise_separator_and_successor() {
         let c = BytewiseComparator;
-        let mut s = b"abcdefg".to_vec();
-        c.find_shortest_separator(&mut s, b"abzz");
-        assert_eq!(s, b"abd");
-        let mut s = b"abc".to_vec();
-        c.find_shortest_separator(&mut s, b"abcd");
-        assert_eq!(s, b"abc", "prefix: unchanged");
-        let mut s = b"ab\x01".to_vec();
-        c.find_shortest_separator(&mut s, b"ab\x02");
-        assert_eq!(s, b"ab\x01", "adjacent bytes, nothing after: unchanged");
-        let mut s = b"ab\x01xyz".to_vec();
-        c.find_shortest_separator(&mut s, b"ab\x02");
-        assert_eq!(s, b"ab\x01y", "adjacent bytes: the next one raised");
-        let mut s = b"ab\x01\xff\xffq0".to_vec();
-        c.find_shortest_separator(&mut s, b"ab\x02a");
-        assert_eq!(s, b"ab\x01\xff\xffr", "0xff bytes skipped");
-        let mut s = b"ab\x01\xff\xff".to_vec();
-        c.find_shortest_separator(&mut s, b"ab\x02");
-        assert_eq!(s, b"ab\x01\xff\xff", "only 0xff after: unchanged");
+        // (start, limit, separator, what the case is)
+        type Case = (&'static [u8], &'static [u8], &'static [u8], &'static str);
+        let cases: [Case; 7] = [
+            (b"abcdefg", b"abzz", b"abd", "the differing byte raised"),
+            (b"abc", b"abcd", b"abc", "prefix: unchanged"),
+            (
+                b"ab\x01",
+                b"ab\x02",
+                b"ab\x01",
+                "adjacent bytes, nothing after: unchanged",
+            ),
+            (
+                b"ab\x01xyz",
+                b"ab\x02",
+                b"ab\x01y",
+                "adjacent bytes: the next one raised",
+            ),
+            (
+                b"ab\x01\xff\xffq0",
+                b"ab\x02a",
+                b"ab\x01\xff\xffr",
+                "0xff bytes skipped",
+            ),
+            (
+                b"ab\x01\xff\xff",
+                b"ab\x02",
+                b"ab\x01\xff\xff",
+                "only 0xff after: unchanged",
+            ),
+            (b"ab\x05", b"ab\x05", b"ab\x05", "equal: unchanged"),
+        ];
+        for (start, limit, want, what) in cases {
+            let mut s = start.to_vec();
+            c.find_shortest_separator(&mut s, limit);
+            assert_eq!(s, want, "{what}");
+        }
         let mut k = b"\xff\xffa\xff".to_vec();
         c.find_short_successor(&mut k);
         assert_eq!(k, b"\xff\xffb");
