@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata_kv::{BlockBasedOptions, DBRawIterator, Error, IteratorMode, Options, DB};
+use strata_kv::{BlockBasedOptions, DBRawIterator, Error, IteratorMode, Options, ReadOptions, DB};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("strata-direct-{name}-{}", std::process::id()));
@@ -119,13 +119,22 @@ fn supports_direct_io(dir: &Path) -> bool {
     }
 }
 
+/// A fresh scratch directory named `name`, or None (and nothing left
+/// behind) where its file system refuses `O_DIRECT` (tmpfs).
+fn direct_dir(name: &str) -> Option<PathBuf> {
+    let dir = scratch(name);
+    if supports_direct_io(&dir) {
+        return Some(dir);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    None
+}
+
 #[test]
 fn direct_reads_and_writes_keep_the_model() {
-    let dir = scratch("model");
-    if !supports_direct_io(&dir) {
-        std::fs::remove_dir_all(&dir).unwrap();
+    let Some(dir) = direct_dir("model") else {
         return;
-    }
+    };
     let mut rng = StdRng::seed_from_u64(11);
     let mut model = BTreeMap::new();
     // Written with direct I/O, read without; then the other way round;
@@ -187,7 +196,24 @@ fn layered_options() -> Options {
 /// cache: each seek and get then reads blocks of several levels, which it
 /// reads at once before it seeks (`SeekReads`).
 fn layered(dir: &Path, rng: &mut StdRng) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    layered_with(dir, rng, layered_options())
+}
+
+/// [`layered_options`] with 7-byte prefixes (ten keys of `{:08}` each) and
+/// a bloom filter, which then holds the prefixes.
+fn prefix_options() -> Options {
     let mut opts = layered_options();
+    let mut t = BlockBasedOptions::default();
+    t.set_block_size(512);
+    t.set_block_cache(&strata_kv::Cache::new_lru_cache(32 << 10));
+    t.set_bloom_filter(10.0, false);
+    opts.set_block_based_table_factory(&t);
+    opts.set_prefix_extractor(strata_kv::SliceTransform::create_fixed_prefix(7));
+    opts
+}
+
+/// [`layered`] with the given options.
+fn layered_with(dir: &Path, rng: &mut StdRng, mut opts: Options) -> BTreeMap<Vec<u8>, Vec<u8>> {
     opts.set_disable_auto_compactions(false);
     let mut model = BTreeMap::new();
     let db = DB::open(&opts, dir).unwrap();
@@ -241,11 +267,9 @@ fn check_steps<'m, 'd>(
 
 #[test]
 fn seeks_and_gets_that_read_levels_at_once_keep_the_model() {
-    let dir = scratch("levels");
-    if !supports_direct_io(&dir) {
-        std::fs::remove_dir_all(&dir).unwrap();
+    let Some(dir) = direct_dir("levels") else {
         return;
-    }
+    };
     let mut rng = StdRng::seed_from_u64(29);
     let model = layered(&dir, &mut rng);
     let opts = layered_options();
@@ -295,17 +319,53 @@ fn seeks_and_gets_that_read_levels_at_once_keep_the_model() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Prefix seeks (`prefix_same_as_start`) read the blocks of the tables
+/// whose filters let the prefix through at once, and see exactly the
+/// model's keys of the prefix from the target on.
+#[test]
+fn prefix_seeks_that_read_levels_at_once_keep_the_model() {
+    let Some(dir) = direct_dir("prefix") else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(37);
+    let model = layered_with(&dir, &mut rng, prefix_options());
+    let db = DB::open(&prefix_options(), &dir).unwrap();
+    let mut ro = ReadOptions::default();
+    ro.set_prefix_same_as_start(true);
+    let mut it = db.raw_iterator_opt(ro);
+    let mut seen = 0;
+    for round in 0..3000 {
+        let k = format!("{:08}", rng.gen_range(0..80_400u32)).into_bytes();
+        it.seek(&k);
+        let want: Vec<(Vec<u8>, Vec<u8>)> = model
+            .range(k.clone()..)
+            .take_while(|(m, _)| m[..7] == k[..7])
+            .map(|(m, v)| (m.clone(), v.clone()))
+            .collect();
+        let mut got = Vec::new();
+        while it.valid() {
+            got.push((it.key().unwrap().to_vec(), it.value().unwrap().to_vec()));
+            it.next();
+        }
+        it.status().unwrap();
+        assert_eq!(got, want, "prefix seek {round}");
+        seen += got.len();
+    }
+    assert!(seen > 1000, "the seeks found {seen} entries");
+    drop(it);
+    drop(db);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A data block that fails its checksum is never read around: a seek or a
 /// get that needs it reports `Corruption` naming the table, whether the
 /// block was read ahead with others or alone; every other answer is the
 /// model's.
 #[test]
 fn a_corrupt_block_read_with_others_is_an_error_not_an_answer() {
-    let dir = scratch("corrupt");
-    if !supports_direct_io(&dir) {
-        std::fs::remove_dir_all(&dir).unwrap();
+    let Some(dir) = direct_dir("corrupt") else {
         return;
-    }
+    };
     let mut rng = StdRng::seed_from_u64(31);
     let model = layered(&dir, &mut rng);
     // The largest table: a deeper level's. One byte of its first data

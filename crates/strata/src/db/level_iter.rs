@@ -225,6 +225,16 @@ impl InternalIterator for LevelIterator {
             .value()
     }
 
+    fn plan_seek_within(&mut self, target: &[u8], run: &PrefixRun<'_>, reads: &mut SeekReads) {
+        // The first file only: `seek_within` goes on to the next only when
+        // this one holds nothing of the run past the target.
+        let i = self.version.find_file(&self.icmp, self.level, target);
+        self.open(i);
+        if let Some(t) = &mut self.table {
+            t.plan_seek_within(target, run, reads);
+        }
+    }
+
     fn seek_within(&mut self, target: &[u8], run: &PrefixRun<'_>) {
         let mut i = self.version.find_file(&self.icmp, self.level, target);
         // Bounded by the level: each turn opens a later file.

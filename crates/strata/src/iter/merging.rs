@@ -80,10 +80,14 @@ impl MergingIterator {
     }
 
     /// With seek reads on, reads at once the blocks a seek to `target`
-    /// is about to read in every child (see [`Self::with_seek_reads`]).
-    fn read_seek_blocks(&mut self, target: &[u8]) {
+    /// (within `run`, for a prefix seek) is about to read in every child
+    /// (see [`Self::with_seek_reads`]).
+    fn read_seek_blocks(&mut self, target: &[u8], run: Option<&PrefixRun<'_>>) {
         if let Some(mut reads) = self.seek_reads.take() {
-            self.plan_seek(target, &mut reads);
+            match run {
+                Some(run) => self.plan_seek_within(target, run, &mut reads),
+                None => self.plan_seek(target, &mut reads),
+            }
             reads.read_all();
             self.seek_reads = Some(reads);
         }
@@ -326,7 +330,7 @@ impl InternalIterator for MergingIterator {
     }
 
     fn seek(&mut self, target: &[u8]) {
-        self.read_seek_blocks(target);
+        self.read_seek_blocks(target, None);
         for child in &mut self.children {
             child.seek(target);
         }
@@ -343,7 +347,7 @@ impl InternalIterator for MergingIterator {
         // A child's `seek_for_prev` lands in the block its `seek` would,
         // unless `target` falls between two blocks (then the one before,
         // read on its own): the same blocks, read at once, serve it.
-        self.read_seek_blocks(target);
+        self.read_seek_blocks(target, None);
         for child in &mut self.children {
             child.seek_for_prev(target);
         }
@@ -382,7 +386,14 @@ impl InternalIterator for MergingIterator {
         self.children[self.current()].value()
     }
 
+    fn plan_seek_within(&mut self, target: &[u8], run: &PrefixRun<'_>, reads: &mut SeekReads) {
+        for child in &mut self.children {
+            child.plan_seek_within(target, run, reads);
+        }
+    }
+
     fn seek_within(&mut self, target: &[u8], run: &PrefixRun<'_>) {
+        self.read_seek_blocks(target, Some(run));
         for child in &mut self.children {
             child.seek_within(target, run);
         }

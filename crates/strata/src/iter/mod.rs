@@ -48,6 +48,16 @@ pub trait InternalIterator: Send {
         let _ = (target, reads);
     }
 
+    /// [`plan_seek`](Self::plan_seek) for
+    /// [`seek_within`](Self::seek_within)`(target, run)`: an iterator that
+    /// skips what cannot hold any entry of `run` (a table whose filter
+    /// rules the prefix out) plans no read there. The default plans the
+    /// reads of `seek(target)`, which the default `seek_within` is.
+    fn plan_seek_within(&mut self, target: &[u8], run: &PrefixRun<'_>, reads: &mut SeekReads) {
+        let _ = run;
+        self.plan_seek(target, reads);
+    }
+
     /// Positions at the first entry >= `target` where only the entries
     /// `run` covers matter (a prefix seek): an iterator may skip what
     /// cannot hold any of them (a table whose filter rules the prefix out)

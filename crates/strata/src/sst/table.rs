@@ -346,6 +346,16 @@ impl InternalIterator for TableIter {
     fn status(&self) -> Result<()> {
         each!(self, t => t.status())
     }
+    fn plan_seek_within(
+        &mut self,
+        target: &[u8],
+        run: &PrefixRun<'_>,
+        reads: &mut crate::iter::SeekReads,
+    ) {
+        if let TableIter::Block(t) = self {
+            t.plan_seek_within(target, run, reads);
+        }
+    }
     fn seek_within(&mut self, target: &[u8], run: &PrefixRun<'_>) {
         each!(self, t => t.seek_within(target, run))
     }

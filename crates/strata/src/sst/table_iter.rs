@@ -112,6 +112,11 @@ impl TableIterator {
             .ok()
     }
 
+    /// True if the table's filter says no key of `run`'s prefix is here.
+    fn lacks_run(&self, run: &PrefixRun<'_>) -> bool {
+        run.in_domain() && !self.table.may_contain_prefix(run.bytes())
+    }
+
     /// The single prefix of the block the index is at, if recorded.
     fn index_single_prefix(&self) -> Option<&[u8]> {
         self.table.block_single_prefix(&self.index_value()?)
@@ -389,8 +394,15 @@ impl InternalIterator for TableIterator {
         self.current().value()
     }
 
+    fn plan_seek_within(&mut self, target: &[u8], run: &PrefixRun<'_>, reads: &mut SeekReads) {
+        // As `seek_within`: a table without the prefix is not read.
+        if !self.lacks_run(run) {
+            self.plan_seek(target, reads);
+        }
+    }
+
     fn seek_within(&mut self, target: &[u8], run: &PrefixRun<'_>) {
-        if run.in_domain() && !self.table.may_contain_prefix(run.bytes()) {
+        if self.lacks_run(run) {
             // No key of the run is here: the table contributes nothing.
             self.data = None;
             self.data_handle = None;
