@@ -223,10 +223,6 @@ fn parallel_memtable_inserts_match_log_replay() {
         opts.set_enable_pipelined_write(pipelined);
         let db = Arc::new(DB::open(&opts, &dir.0).unwrap());
         let (threads, per_thread) = (8u64, 3000u64);
-        let property = |name: &str| -> u64 {
-            let v = db.property_value(name).unwrap().unwrap();
-            v.parse().unwrap()
-        };
         // Rounds of the eight writers until the mode under test has shown
         // itself (groups of several writers inserting in parallel, or a
         // group handing the log on early); on a machine busy with other
@@ -257,8 +253,8 @@ fn parallel_memtable_inserts_match_log_replay() {
                 })
                 .collect();
             records += workers.into_iter().map(|w| w.join().unwrap()).sum::<u64>();
-            let seen_parallel = property("strata.num-parallel-write-groups") > 0;
-            let seen_pipelined = property("strata.num-pipelined-write-groups") > 0;
+            let seen_parallel = common::prop(&db, "strata.num-parallel-write-groups") > 0;
+            let seen_pipelined = common::prop(&db, "strata.num-pipelined-write-groups") > 0;
             if seen_parallel == parallel && seen_pipelined == pipelined {
                 break;
             }
@@ -268,9 +264,9 @@ fn parallel_memtable_inserts_match_log_replay() {
             records,
             "parallel={parallel} pipelined={pipelined}"
         );
-        let groups = property("strata.num-parallel-write-groups");
+        let groups = common::prop(&db, "strata.num-parallel-write-groups");
         assert_eq!(groups > 0, parallel, "{groups} groups inserted in parallel");
-        let handed_on = property("strata.num-pipelined-write-groups");
+        let handed_on = common::prop(&db, "strata.num-pipelined-write-groups");
         assert_eq!(
             handed_on > 0,
             pipelined,

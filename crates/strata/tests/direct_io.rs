@@ -182,10 +182,16 @@ fn direct_reads_and_writes_keep_the_model() {
 /// [`layered`]'s options: direct I/O, 512-byte blocks, a 32 KiB cache, no
 /// bloom filter, compactions off.
 fn layered_options() -> Options {
+    layered_options_with(|_| {})
+}
+
+/// [`layered_options`] with `more` applied to its table options.
+fn layered_options_with(more: impl FnOnce(&mut BlockBasedOptions)) -> Options {
     let mut opts = options(true, true);
     let mut t = BlockBasedOptions::default();
     t.set_block_size(512);
     t.set_block_cache(&strata_kv::Cache::new_lru_cache(32 << 10));
+    more(&mut t);
     opts.set_block_based_table_factory(&t);
     opts.set_disable_auto_compactions(true);
     opts
@@ -202,12 +208,7 @@ fn layered(dir: &Path, rng: &mut StdRng) -> BTreeMap<Vec<u8>, Vec<u8>> {
 /// [`layered_options`] with 7-byte prefixes (ten keys of `{:08}` each) and
 /// a bloom filter, which then holds the prefixes.
 fn prefix_options() -> Options {
-    let mut opts = layered_options();
-    let mut t = BlockBasedOptions::default();
-    t.set_block_size(512);
-    t.set_block_cache(&strata_kv::Cache::new_lru_cache(32 << 10));
-    t.set_bloom_filter(10.0, false);
-    opts.set_block_based_table_factory(&t);
+    let mut opts = layered_options_with(|t| t.set_bloom_filter(10.0, false));
     opts.set_prefix_extractor(strata_kv::SliceTransform::create_fixed_prefix(7));
     opts
 }

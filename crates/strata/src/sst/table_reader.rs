@@ -8,6 +8,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use smallvec::SmallVec;
 
 use crate::cache::{block_charge, BlockCache, CachedBlock, CachedRepr};
 use crate::env::{read_direct_batch, DirectRead, RandomAccessFile};
@@ -848,6 +849,10 @@ impl SeekReads {
 /// Largest read [`read_ahead`] makes of adjacent blocks together.
 const READ_AHEAD_SPAN_MAX: u64 = 256 << 10;
 
+/// Blocks (and spans) of one [`read_ahead`] kept without allocating: a
+/// seek's, one per level and level-0 file.
+pub(crate) const READ_AHEAD_INLINE: usize = 16;
+
 /// Reads the data blocks `blocks` (each of its table, which
 /// [`TableReader::reads_directly`] approved) at once
 /// ([`crate::env::read_direct_batch`]) into the block cache, through
@@ -860,8 +865,10 @@ pub(crate) fn read_ahead<T: std::ops::Deref<Target = TableReader>>(
     blocks: &[(T, BlockHandle)],
     buf: &mut Vec<u8>,
 ) {
-    // Spans: runs of `blocks` read together, with their file range.
-    let mut spans: Vec<(std::ops::Range<usize>, u64, u64)> = Vec::new();
+    // Spans: runs of `blocks` read together, with their file range. A
+    // seek's few blocks (one per level) stay on the stack.
+    let mut spans: SmallVec<[(std::ops::Range<usize>, u64, u64); READ_AHEAD_INLINE]> =
+        SmallVec::new();
     for (i, (table, h)) in blocks.iter().enumerate() {
         if let Some((run, start, end)) = spans.last_mut() {
             if std::ptr::eq(&*blocks[run.start].0, &**table)
@@ -881,7 +888,7 @@ pub(crate) fn read_ahead<T: std::ops::Deref<Target = TableReader>>(
     }
     buf.clear();
     buf.resize(total as usize, 0);
-    let mut reads = Vec::with_capacity(spans.len());
+    let mut reads: SmallVec<[DirectRead<'_>; READ_AHEAD_INLINE]> = SmallVec::new();
     let mut rest = &mut buf[..];
     for (run, start, end) in &spans {
         let (b, tail) = rest.split_at_mut((end - start) as usize);

@@ -20,7 +20,9 @@
 //!
 //! A failed block read fails only the keys of that block.
 
-use super::{read_ahead, TableReader};
+use smallvec::SmallVec;
+
+use super::{read_ahead, TableReader, READ_AHEAD_INLINE};
 use crate::error::{Error, Result};
 use crate::key::extract_user_key;
 use crate::sst::block::{Block, BlockIter};
@@ -162,7 +164,7 @@ impl TableReader {
         // first (adjacent ones as one read: `read_ahead`), so that pass 3
         // finds them cached.
         if fill_cache && self.reads_blocks_directly() {
-            let blocks: Vec<(&TableReader, BlockHandle)> = runs
+            let blocks: SmallVec<[(&TableReader, BlockHandle); READ_AHEAD_INLINE]> = runs
                 .iter()
                 .map(|run| index.handle(run.block_index))
                 .filter(|&h| self.cache_lacks(h))
