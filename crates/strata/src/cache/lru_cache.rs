@@ -5,6 +5,7 @@ use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
+use smallvec::SmallVec;
 
 use super::lru_shard::{key_hash, Dropped, LruShard};
 
@@ -170,6 +171,78 @@ where
         r
     }
 
+    /// Most keys [`LruCache::get_many_with`] takes in one call.
+    pub(crate) const GET_MANY_MAX: usize = 16;
+
+    /// [`LruCache::get_with`] for each key of `keys` (at most
+    /// [`GET_MANY_MAX`](Self::GET_MANY_MAX)), together: `out[i]` becomes
+    /// the value for `keys[i]` (or `None`), and `on_hit(i, value)` is called
+    /// for each hit before any value is cloned. Counts hits and misses.
+    ///
+    /// The lookups run while the read locks of all the shards they touch are
+    /// held, each taken once, in shard order, and released after the last
+    /// clone. Taking or releasing a lock is an atomic operation, and on x86
+    /// one waits for every earlier load and store: one lookup after another,
+    /// each under its own lock, waits out each lookup's cache misses (its
+    /// index bucket, its list slot, its mark) before the next one's start.
+    /// Under the locks taken together, the misses of all the lookups
+    /// overlap, and the clones (atomic increments) then find their lines
+    /// cached. The fixed order keeps two batches from deadlocking on
+    /// writers parked on their shards; writers take one shard at a time.
+    pub(crate) fn get_many_with(
+        &self,
+        keys: &[K],
+        mut on_hit: impl FnMut(usize, &V),
+        out: &mut [Option<V>],
+    ) {
+        const N: usize = 16;
+        const { assert!(N == LruCache::<(), ()>::GET_MANY_MAX) };
+        assert!(keys.len() <= N && out.len() == keys.len());
+        let mut hashes = [0u64; N];
+        let mut shard_of = [0usize; N];
+        for (i, key) in keys.iter().enumerate() {
+            hashes[i] = key_hash(key);
+            shard_of[i] = self.shard_index(hashes[i]);
+        }
+        let mut distinct: SmallVec<[usize; N]> = shard_of[..keys.len()].iter().copied().collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let guards: SmallVec<[_; N]> = distinct
+            .iter()
+            .map(|&s| self.shards[s].lru.read())
+            .collect();
+        let mut hits: SmallVec<[u64; N]> = SmallVec::from_elem(0, distinct.len());
+        let mut found: SmallVec<[Option<&V>; N]> = SmallVec::new();
+        for (i, key) in keys.iter().enumerate() {
+            let g = distinct
+                .binary_search(&shard_of[i])
+                .expect("every key's shard is locked");
+            let value = guards[g].get_marked(key, hashes[i]);
+            if let Some(v) = value {
+                hits[g] += 1;
+                on_hit(i, v);
+            }
+            found.push(value);
+        }
+        for (slot, value) in out.iter_mut().zip(&found) {
+            *slot = value.cloned();
+        }
+        drop(found);
+        drop(guards);
+        for (g, &s) in distinct.iter().enumerate() {
+            let looked_up = shard_of[..keys.len()].iter().filter(|&&x| x == s).count() as u64;
+            let shard = &self.shards[s];
+            if hits[g] > 0 {
+                shard.hits.fetch_add(hits[g], Ordering::Relaxed);
+            }
+            if looked_up > hits[g] {
+                shard
+                    .misses
+                    .fetch_add(looked_up - hits[g], Ordering::Relaxed);
+            }
+        }
+    }
+
     /// True if `key` is cached (counting nothing, marking it used); false
     /// otherwise, counted as a miss: for a reader that asks before it
     /// reads ahead and inserts the value, whose own lookup then hits and
@@ -218,11 +291,15 @@ where
 
     /// The shard of a key with [`key_hash`] `hash`: its upper bits.
     fn shard(&self, hash: u64) -> &Shard<K, V> {
-        let index = match self.shard_bits {
+        &self.shards[self.shard_index(hash)]
+    }
+
+    /// Index of the shard of a key of [`key_hash`] `hash`.
+    fn shard_index(&self, hash: u64) -> usize {
+        match self.shard_bits {
             0 => 0,
             bits => (hash >> (u64::BITS - bits)) as usize,
-        };
-        &self.shards[index]
+        }
     }
 
     /// Panics unless every shard is consistent and the shard capacities add

@@ -189,6 +189,17 @@ impl<K: Hash + Eq + Clone, V: Clone> LruShard<K, V> {
         Some(f(self.list.read_marked(slot)))
     }
 
+    /// The value for `key` (of [`key_hash`] `hash`), which is marked as
+    /// read: [`LruShard::read_with`] for a caller that keeps the value
+    /// borrowed while it looks up others.
+    pub(super) fn get_marked(&self, key: &K, hash: u64) -> Option<&V> {
+        debug_assert_eq!(hash, key_hash(key));
+        let &slot = self
+            .index
+            .find(index_hash(hash), |&slot| self.list.key(slot) == key)?;
+        Some(self.list.read_marked(slot))
+    }
+
     /// Removes and returns the entry for `key` (of [`key_hash`] `hash`).
     pub(super) fn remove(&mut self, key: &K, hash: u64) -> Option<(K, V)> {
         debug_assert_eq!(hash, key_hash(key));

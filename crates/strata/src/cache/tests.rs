@@ -238,11 +238,26 @@ fn concurrent_inserts_and_gets_keep_invariants() {
                     for _ in 0..256 {
                         let key = rng.gen_range(0..KEYS);
                         match rng.gen_range(0..100) {
-                            0..=59 => {
+                            0..=49 => {
                                 gets.fetch_add(1, Ordering::Relaxed);
                                 if let Some(value) = cache.get(&key) {
                                     // Values always belong to their key.
                                     assert_eq!(*value, key * 7, "thread seed {seed}");
+                                }
+                            }
+                            // Batches hold several shards' locks at once,
+                            // beside writers taking one.
+                            50..=59 => {
+                                let n = rng.gen_range(1..=LruCache::<u64, u64>::GET_MANY_MAX);
+                                let keys: Vec<u64> =
+                                    (0..n).map(|_| rng.gen_range(0..KEYS)).collect();
+                                let mut out = vec![None; n];
+                                gets.fetch_add(n as u64, Ordering::Relaxed);
+                                cache.get_many_with(&keys, |_, _| {}, &mut out);
+                                for (key, value) in keys.iter().zip(&out) {
+                                    if let Some(value) = value {
+                                        assert_eq!(**value, key * 7, "thread seed {seed}");
+                                    }
                                 }
                             }
                             60..=94 => {
@@ -430,6 +445,53 @@ fn get_with_shows_the_value_on_a_hit_only() {
     assert_eq!(cache.get_with(&2, |v| seen.push(*v)), None);
     assert_eq!(seen, [10]);
     assert_eq!((cache.hits(), cache.misses()), (1, 1));
+}
+
+#[test]
+fn get_many_with_answers_as_gets_do() {
+    let mut rng = StdRng::seed_from_u64(7);
+    // Eight shards; a batch touches several, some more than once.
+    let many: LruCache<u32, u32> = LruCache::new(1 << 20, Some(3));
+    let one: LruCache<u32, u32> = LruCache::new(1 << 20, Some(3));
+    for key in (0..400u32).filter(|k| k % 3 != 0) {
+        many.insert(key, key * 10, 1);
+        one.insert(key, key * 10, 1);
+    }
+    for _ in 0..500 {
+        let n = rng.gen_range(0..=LruCache::<u32, u32>::GET_MANY_MAX);
+        // Present, absent and repeated keys.
+        let keys: Vec<u32> = (0..n).map(|_| rng.gen_range(0..420)).collect();
+        let mut out = vec![Some(u32::MAX); n];
+        let mut hits = Vec::new();
+        many.get_many_with(&keys, |i, v| hits.push((i, *v)), &mut out);
+        let expected: Vec<Option<u32>> = keys.iter().map(|k| one.get(k)).collect();
+        assert_eq!(out, expected, "keys {keys:?}");
+        let expected_hits: Vec<(usize, u32)> = expected
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.map(|v| (i, v)))
+            .collect();
+        assert_eq!(hits, expected_hits);
+    }
+    assert_eq!((many.hits(), many.misses()), (one.hits(), one.misses()));
+    assert!(many.misses() > 0 && many.hits() > 0);
+    many.check_invariants();
+}
+
+#[test]
+fn get_many_with_marks_what_it_finds() {
+    let cache = one_shard(3);
+    for key in 1..=3 {
+        assert!(cache.insert(key, key * 10, 1));
+    }
+    let mut out = [None, None];
+    cache.get_many_with(&[3, 1], |_, _| {}, &mut out);
+    assert_eq!(out, [Some(30), Some(10)]);
+    // 1 and 3 get a second chance; 2 goes first.
+    assert!(cache.insert(4, 40, 1));
+    let mut kept = cache.keys_mru_to_lru(0);
+    kept.sort_unstable();
+    assert_eq!(kept, [1, 3, 4]);
 }
 
 #[test]

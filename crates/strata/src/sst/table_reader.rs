@@ -10,7 +10,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use smallvec::SmallVec;
 
-use crate::cache::{block_charge, BlockCache, CachedBlock, CachedRepr};
+use crate::cache::{block_charge, BlockCache, BlockCacheKey, CachedBlock, CachedRepr};
 use crate::env::{read_direct_batch, DirectRead, RandomAccessFile};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
@@ -443,6 +443,60 @@ impl TableReader {
         self.cached_or_read(handle, fill_cache, on_hit, |t| {
             read_block(&*t.file, &t.name, handle)
         })
+    }
+
+    /// The data blocks at `handles` (at most
+    /// [`LruCache::GET_MANY_MAX`](crate::cache::LruCache::GET_MANY_MAX)),
+    /// into `out`: [`TableReader::read_data_block_with`] of each, with the
+    /// cache's lookups made together ([`LruCache::get_many_with`], whose
+    /// cache misses overlap) and `on_hit(i, block)` for each hit before any
+    /// block is cloned. Blocks the cache lacks are then read one by one.
+    ///
+    /// [`LruCache::get_many_with`]: crate::cache::LruCache::get_many_with
+    pub(crate) fn read_data_blocks_with(
+        &self,
+        handles: &[BlockHandle],
+        fill_cache: bool,
+        mut on_hit: impl FnMut(usize, &Block),
+        out: &mut Vec<Result<Block>>,
+    ) {
+        const N: usize = crate::cache::BlockCache::GET_MANY_MAX;
+        debug_assert!(handles.len() <= N);
+        let mut hits: [Option<CachedBlock>; N] = Default::default();
+        let hits = &mut hits[..handles.len()];
+        if let Some((cache, id)) = &self.cache {
+            let keys: SmallVec<[BlockCacheKey; N]> =
+                handles.iter().map(|h| (*id, h.offset)).collect();
+            cache.get_many_with(
+                &keys,
+                |i, c| {
+                    if let Some(b) = c.data_block() {
+                        on_hit(i, b)
+                    }
+                },
+                hits,
+            );
+        }
+        out.extend(
+            handles
+                .iter()
+                .zip(hits)
+                .map(|(&handle, hit)| match hit.take() {
+                    Some(CachedBlock(CachedRepr::Data(block))) => Ok(block),
+                    // Not cached (or, never written so, not a data block there).
+                    _ => {
+                        let block = Block::new(
+                            read_block(&*self.file, &self.name, handle)?,
+                            self.name.clone(),
+                            handle.offset,
+                        )?;
+                        if fill_cache {
+                            self.cache_block(&block);
+                        }
+                        Ok(block)
+                    }
+                }),
+        );
     }
 
     /// The data block at `handle` from the cache (calling `on_hit` with it

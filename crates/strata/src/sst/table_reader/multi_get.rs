@@ -10,9 +10,11 @@
 //!    lands in that block (one comparison instead of a search);
 //! 3. blocks: each distinct data block is fetched once (from the block cache
 //!    or the file), with the lines each of its keys reads first prefetched
-//!    on a cache hit, all blocks before any seek; with direct reads, the
-//!    blocks the cache lacks are first read together (io_uring), back-to-back
-//!    ones as one read;
+//!    on a cache hit, all blocks before any seek, the cache's lookups of up
+//!    to 16 blocks made together so that their misses overlap
+//!    ([`LruCache::get_many_with`](crate::cache::LruCache::get_many_with));
+//!    with direct reads, the blocks the cache lacks are first read together
+//!    (io_uring), back-to-back ones as one read;
 //! 4. seeks: each key seeks in its block, in stages (every block's restart
 //!    keys asked for, then every key's restart search, which asks for the
 //!    interval it will scan, then every scan); values are slices of the
@@ -43,14 +45,17 @@ pub(crate) struct TableProbe<'a> {
     pub(crate) hash: u64,
 }
 
-/// A run of surviving probes that land in one data block, and the block.
+/// Data blocks whose cache lookups are made together
+/// ([`TableReader::read_data_blocks_with`]).
+const BLOCKS_LOOKED_UP_TOGETHER: usize = crate::cache::BlockCache::GET_MANY_MAX;
+
+/// A run of surviving probes that land in one data block.
 struct BlockRun {
     /// Index of the data block in the table's index.
     block_index: usize,
     /// Range of the run in the survivors list.
     start: usize,
     end: usize,
-    block: Option<Result<Block>>,
 }
 
 /// The working vectors of [`TableReader::multi_get`], kept by the caller
@@ -60,6 +65,8 @@ struct BlockRun {
 pub(crate) struct MultiGetScratch {
     survivors: Vec<Survivor>,
     runs: Vec<BlockRun>,
+    /// Each run's block (pass 3).
+    blocks: Vec<Result<Block>>,
     iters: Vec<Result<BlockIter>>,
     /// The buffer of the blocks read at once before pass 3 (direct reads).
     ahead_buf: Vec<u8>,
@@ -125,6 +132,7 @@ impl TableReader {
         let MultiGetScratch {
             survivors,
             runs,
+            blocks,
             iters,
             ahead_buf,
         } = scratch;
@@ -152,7 +160,6 @@ impl TableReader {
                     block_index,
                     start: survivors.len(),
                     end: survivors.len() + 1,
-                    block: None,
                 }),
             }
             survivors.push(Survivor {
@@ -164,37 +171,42 @@ impl TableReader {
         // first (adjacent ones as one read: `read_ahead`), so that pass 3
         // finds them cached.
         if fill_cache && self.reads_blocks_directly() {
-            let blocks: SmallVec<[(&TableReader, BlockHandle); READ_AHEAD_INLINE]> = runs
+            let lacking: SmallVec<[(&TableReader, BlockHandle); READ_AHEAD_INLINE]> = runs
                 .iter()
                 .map(|run| index.handle(run.block_index))
                 .filter(|&h| self.cache_lacks(h))
                 .map(|h| (self, h))
                 .collect();
-            read_ahead(&blocks, ahead_buf);
+            read_ahead(&lacking, ahead_buf);
         }
         // Pass 3: each block once, all of them before any seek, so that the
-        // lines the seeks read first are on their way for every block.
-        for run in runs.iter_mut() {
-            let handle = index.handle(run.block_index);
-            let keys = &survivors[run.start..run.end];
-            run.block = Some(self.read_data_block_with(handle, fill_cache, |b| {
-                for s in keys {
+        // lines the seeks read first are on their way for every block; the
+        // cache's lookups of a group of blocks together, so that their own
+        // cache misses overlap.
+        blocks.clear();
+        for group in runs.chunks(BLOCKS_LOOKED_UP_TOGETHER) {
+            let handles: SmallVec<[BlockHandle; BLOCKS_LOOKED_UP_TOGETHER]> = group
+                .iter()
+                .map(|run| index.handle(run.block_index))
+                .collect();
+            let on_hit = |i: usize, b: &Block| {
+                let run: &BlockRun = &group[i];
+                for s in &survivors[run.start..run.end] {
                     b.prefetch_for_get(probes[s.probe].hash);
                 }
-            }));
+            };
+            self.read_data_blocks_with(&handles, fill_cache, on_hit, blocks);
         }
         // Pass 4: the seeks, each stage for every block or key before the
         // next (`BlockIter`'s staged seek): restart keys, restart searches
         // (which ask for the intervals), then the scans. Blocks with a hash
         // index seek through it instead.
         iters.clear();
-        iters.extend(runs.iter_mut().map(|run| {
-            let block = run
-                .block
-                .take()
-                .expect("every run's block was fetched in pass 3");
-            block.map(|b| self.data_block_iter(b))
-        }));
+        iters.extend(
+            blocks
+                .drain(..)
+                .map(|block| block.map(|b| self.data_block_iter(b))),
+        );
         for it in iters.iter().flatten() {
             if !it.has_hash_index() {
                 it.prefetch_restart_keys(RESTART_KEYS_PREFETCHED);
