@@ -12,7 +12,7 @@ use strata_kv::env::{
     RandomAccessFile, SequentialFile, WritableFile,
 };
 use strata_kv::limits::{KEY_SIZE_BYTES_MAX, LOG_RECORD_SIZE_BYTES_MAX, VALUE_SIZE_BYTES_MAX};
-use strata_kv::{Error, Options, Result, WriteBatch, DB};
+use strata_kv::{BlockBasedOptions, Error, Options, Result, WriteBatch, DB};
 
 fn options(fs: Arc<dyn FileSystem>) -> Options {
     let mut opts = Options::default();
@@ -91,6 +91,19 @@ fn invalid_argument_for_each_documented_case() {
         "max_write_buffer_number",
         "option",
     );
+
+    // A block size deviation outside 0..=100, over or under.
+    for deviation in [101, -1] {
+        let mut bad = opts.clone();
+        let mut table = BlockBasedOptions::default();
+        table.set_block_size_deviation(deviation);
+        bad.set_block_based_table_factory(&table);
+        expect(
+            DB::open(&bad, "/bad").map(drop),
+            "block_size_deviation",
+            "block size deviation",
+        );
+    }
 
     // More subcompactions than threads the engine will start for one.
     let mut bad = opts.clone();

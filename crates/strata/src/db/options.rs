@@ -52,6 +52,7 @@ impl Cache {
 #[derive(Clone, Debug)]
 pub struct BlockBasedOptions {
     pub(crate) block_size: usize,
+    pub(crate) block_size_deviation: i32,
     pub(crate) block_restart_interval: usize,
     pub(crate) index_block_restart_interval: usize,
     pub(crate) bloom_bits_per_key: f64,
@@ -68,6 +69,7 @@ impl Default for BlockBasedOptions {
     fn default() -> Self {
         BlockBasedOptions {
             block_size: 4096,
+            block_size_deviation: 10,
             block_restart_interval: 16,
             index_block_restart_interval: 1,
             bloom_bits_per_key: 0.0,
@@ -86,6 +88,16 @@ impl BlockBasedOptions {
     /// Target uncompressed size of a data block (default 4096).
     pub fn set_block_size(&mut self, size: usize) {
         self.block_size = size;
+    }
+
+    /// Closes a data block before an entry that would take it past the
+    /// block size, once the block is at least `100 - deviation` percent
+    /// full (RocksDB's `block_size_deviation`, default 10, so most blocks
+    /// stay within the block size); 0 closes a block only once it has
+    /// reached the block size. Outside 0..=100, opening the database fails
+    /// with an invalid-argument error.
+    pub fn set_block_size_deviation(&mut self, deviation: i32) {
+        self.block_size_deviation = deviation;
     }
 
     /// Entries between restart points in data blocks (default 16).
@@ -829,6 +841,9 @@ impl Options {
         TableOptions {
             comparator: self.comparator.clone(),
             block_size: self.table.block_size,
+            // Negative values become one over the maximum, which
+            // `validate` rejects.
+            block_size_deviation: u32::try_from(self.table.block_size_deviation).unwrap_or(101),
             block_restart_interval: self.table.block_restart_interval,
             index_block_restart_interval: self.table.index_block_restart_interval,
             compression: self.compression,

@@ -158,6 +158,10 @@ impl Options {
         let mut bt = Table::new();
         bt.insert("block_size".into(), int(b.block_size as u64));
         bt.insert(
+            "block_size_deviation".into(),
+            int(b.block_size_deviation.max(0) as u64),
+        );
+        bt.insert(
             "block_restart_interval".into(),
             int(b.block_restart_interval as u64),
         );
@@ -386,6 +390,7 @@ fn apply(o: &mut Options, key: &str, v: &Value) -> Check<()> {
 fn apply_block(b: &mut BlockBasedOptions, key: &str, v: &Value) -> Check<()> {
     match key {
         "block_size" => b.set_block_size(as_usize(v)?),
+        "block_size_deviation" => b.set_block_size_deviation(as_i32(v)?),
         "block_restart_interval" => b.set_block_restart_interval(as_i32(v)?),
         "index_block_restart_interval" => b.set_index_block_restart_interval(as_i32(v)?),
         "bloom_filter" => b.set_bloom_filter(as_f64(v)?, false),
@@ -429,6 +434,7 @@ mod tests {
         o.set_sst_partitioner_factory(SstPartitionerFactory::fixed_prefix(3));
         let mut b = BlockBasedOptions::default();
         b.set_block_size(8192);
+        b.set_block_size_deviation(25);
         b.set_bloom_filter(12.5, false);
         b.set_block_cache(&Cache::new_lru_cache(1 << 22));
         b.set_data_block_index_type(DataBlockIndexType::BinaryAndHash);
@@ -442,6 +448,7 @@ mod tests {
         assert_eq!(back.write_buffer_size, 1 << 20);
         assert_eq!(back.comparator.name(), "rocksdb.ReverseBytewiseComparator");
         assert_eq!(back.packed.as_ref().unwrap().from_level, 2);
+        assert_eq!(back.table.block_size_deviation, 25);
         assert_eq!(back.table.cache.as_ref().unwrap().inner.capacity(), 1 << 22);
     }
 

@@ -65,6 +65,11 @@ pub struct TableOptions {
     pub comparator: Arc<dyn Comparator>,
     /// Target uncompressed size of a data block, in bytes.
     pub block_size: usize,
+    /// A data block at least `100 - block_size_deviation` percent full is
+    /// closed before an entry that would take it past `block_size`
+    /// (RocksDB's `block_size_deviation`, default 10); 0 closes a block
+    /// only once it has reached `block_size`. At most 100.
+    pub block_size_deviation: u32,
     /// Entries between restart points in data blocks.
     pub block_restart_interval: usize,
     /// Entries between restart points in the index block.
@@ -98,6 +103,7 @@ impl std::fmt::Debug for TableOptions {
         f.debug_struct("TableOptions")
             .field("comparator", &self.comparator.name())
             .field("block_size", &self.block_size)
+            .field("block_size_deviation", &self.block_size_deviation)
             .field("block_restart_interval", &self.block_restart_interval)
             .field(
                 "index_block_restart_interval",
@@ -128,6 +134,7 @@ impl Default for TableOptions {
         TableOptions {
             comparator: Arc::new(BytewiseComparator),
             block_size: 4096,
+            block_size_deviation: 10,
             block_restart_interval: 16,
             index_block_restart_interval: 1,
             compression: CompressionType::Snappy,
@@ -168,6 +175,12 @@ impl TableOptions {
                 "block_size {} must be between 1 and {}",
                 self.block_size,
                 crate::limits::BLOCK_SIZE_BYTES_MAX / 2
+            )));
+        }
+        if self.block_size_deviation > 100 {
+            return Err(Error::invalid_argument(format!(
+                "block_size_deviation {} must be between 0 and 100",
+                self.block_size_deviation
             )));
         }
         if self.block_restart_interval == 0 || self.index_block_restart_interval == 0 {

@@ -180,6 +180,9 @@ impl TableBuilder {
                 "TableBuilder::add: keys out of order",
             ));
         }
+        if self.block_almost_full(ikey, value) {
+            self.flush_data_block()?;
+        }
         if let Some(handle) = self.pending_handle.take() {
             // A user key with entries on both sides of a block boundary
             // needs a sequence number in its separator: from here on the
@@ -299,6 +302,22 @@ impl TableBuilder {
         if let Some(user_index) = &mut self.user_index_block {
             user_index.add(extract_user_key(&self.scratch), &value);
         }
+    }
+
+    /// True when the data block should be closed before `ikey` and
+    /// `value` (RocksDB's flush-by-size policy): it is more than `100 -
+    /// block_size_deviation` percent full and the entry would take it past
+    /// the block size. Blocks then end at most an entry's size short of the
+    /// block size, as RocksDB's do, instead of up to an entry past it.
+    fn block_almost_full(&self, ikey: &[u8], value: &[u8]) -> bool {
+        let deviation = self.opts.block_size_deviation as usize;
+        if deviation == 0 || self.data_block.is_empty() {
+            return false;
+        }
+        let block_size = self.opts.block_size;
+        let limit = (block_size * (100 - deviation)).div_ceil(100);
+        self.data_block.current_size_estimate() > limit
+            && self.data_block.size_estimate_after(ikey, value) > block_size
     }
 
     fn flush_data_block(&mut self) -> Result<()> {

@@ -690,6 +690,71 @@ fn hash_index_needs_a_comparator_that_compares_bytes() {
 
 /// Blocks of more than 253 restart points go without the index, in the
 /// same table as blocks that have it.
+/// Uncompressed size of every data block of a table written without
+/// compression, in order.
+fn data_block_sizes(table: &TableReader) -> Vec<u64> {
+    let mut index = table.index_iter().unwrap();
+    index.seek_to_first();
+    let mut sizes = Vec::new();
+    while index.valid() {
+        sizes.push(
+            super::index::IndexValue::decode(index.value())
+                .unwrap()
+                .handle
+                .size,
+        );
+        index.next();
+    }
+    sizes
+}
+
+#[test]
+fn blocks_close_short_of_the_block_size_within_the_deviation() {
+    let mut rng = StdRng::seed_from_u64(9);
+    let cmp: Arc<dyn Comparator> = Arc::new(crate::key::BytewiseComparator);
+    // W6's sizes, the values of varied length.
+    let entries: Entries = (0..20_000u64)
+        .map(|i| {
+            let len = rng.gen_range(60..140);
+            (ikey(&i.to_be_bytes(), 5, ValueKind::Value), vec![7; len])
+        })
+        .collect();
+    let sizes_with = |deviation: u32| {
+        let opts = TableOptions {
+            block_size: 4096,
+            block_size_deviation: deviation,
+            compression: CompressionType::None,
+            ..TableOptions::default()
+        };
+        let (bytes, _) = write_table(&entries, &opts);
+        let table = open_bytes(bytes, cmp.clone()).unwrap();
+        check_iterator(&table, &entries, &mut StdRng::seed_from_u64(1));
+        check_gets(&table, &entries, &mut StdRng::seed_from_u64(2));
+        let sizes = data_block_sizes(&table);
+        // The last block ends with the table, whatever its size.
+        sizes[..sizes.len() - 1].to_vec()
+    };
+    // RocksDB's default: closed at over 90% full before an entry that
+    // would go past 4096 bytes.
+    let sizes = sizes_with(10);
+    assert!(
+        sizes.iter().all(|&n| (3687..=4096).contains(&n)),
+        "{sizes:?}"
+    );
+    // Without it: closed once at or past the block size.
+    let sizes = sizes_with(0);
+    assert!(
+        sizes.iter().all(|&n| (4096..4096 + 200).contains(&n)),
+        "{sizes:?}"
+    );
+    // Over 100 is rejected.
+    let opts = TableOptions {
+        block_size_deviation: 101,
+        ..TableOptions::default()
+    };
+    assert!(opts.validate().is_err());
+}
+
 #[test]
 fn blocks_over_253_restart_points_go_without() {
     let mut rng = StdRng::seed_from_u64(6);

@@ -5,7 +5,7 @@
 //! Not thread-safe; one builder per table builder.
 
 use crate::key::extract_user_key;
-use crate::util::coding::{put_fixed32, put_varint32};
+use crate::util::coding::{put_fixed32, put_varint32, varint_length};
 
 use super::hash_index::{user_key_hash, HashIndexBuilder};
 use super::{pack_footer, DataBlockIndexType};
@@ -137,6 +137,21 @@ impl BlockBuilder {
     /// Size of the block if it were finished now.
     pub fn current_size_estimate(&self) -> usize {
         self.buf.len() + self.restarts.len() * 4 + self.hash_index_size() + 4
+    }
+
+    /// About the size of the block if `key` and `value` were added now: the
+    /// key counted whole (its shared prefix is not known yet), as RocksDB's
+    /// `EstimateSizeAfterKV`.
+    pub fn size_estimate_after(&self, key: &[u8], value: &[u8]) -> usize {
+        let restart = if self.counter >= self.restart_interval {
+            4
+        } else {
+            0
+        };
+        // The entry's header: the shared length counted as 4 bytes, the
+        // other two lengths as encoded.
+        let header = 4 + varint_length(key.len() as u64) + varint_length(value.len() as u64);
+        self.current_size_estimate() + key.len() + value.len() + restart + header
     }
 
     /// True when no entry has been added since the last reset.
