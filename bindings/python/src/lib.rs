@@ -88,6 +88,7 @@ fn closed() -> PyErr {
 /// options file format (`docs/options_file.md`).
 const BLOCK_BASED_KEYS: &[&str] = &[
     "block_size",
+    "block_size_deviation",
     "block_restart_interval",
     "index_block_restart_interval",
     "bloom_filter",
