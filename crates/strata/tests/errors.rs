@@ -100,7 +100,7 @@ fn invalid_argument_for_each_documented_case() {
         bad.set_block_based_table_factory(&table);
         expect(
             DB::open(&bad, "/bad").map(drop),
-            "block_size_deviation",
+            &format!("block_size_deviation {deviation} must be"),
             "block size deviation",
         );
     }

@@ -16,6 +16,9 @@ pub const MIN_SHARD_CAPACITY_BYTES: usize = 512 * 1024;
 /// Most shard bits chosen automatically: at most 64 shards.
 pub const DEFAULT_SHARD_BITS_MAX: u32 = 6;
 
+/// Most keys [`LruCache::get_many_with`] takes in one call.
+pub(crate) const GET_MANY_MAX: usize = 16;
+
 /// Most shard bits accepted from the caller (RocksDB rejects 20 and up).
 pub const SHARD_BITS_MAX: u32 = 19;
 
@@ -171,11 +174,8 @@ where
         r
     }
 
-    /// Most keys [`LruCache::get_many_with`] takes in one call.
-    pub(crate) const GET_MANY_MAX: usize = 16;
-
     /// [`LruCache::get_with`] for each key of `keys` (at most
-    /// [`GET_MANY_MAX`](Self::GET_MANY_MAX)), together: `out[i]` becomes
+    /// [`GET_MANY_MAX`]), together: `out[i]` becomes
     /// the value for `keys[i]` (or `None`), and `on_hit(i, value)` is called
     /// for each hit before any value is cloned. Counts hits and misses.
     ///
@@ -195,8 +195,7 @@ where
         mut on_hit: impl FnMut(usize, &V),
         out: &mut [Option<V>],
     ) {
-        const N: usize = 16;
-        const { assert!(N == LruCache::<(), ()>::GET_MANY_MAX) };
+        const N: usize = GET_MANY_MAX;
         assert!(keys.len() <= N && out.len() == keys.len());
         let mut hashes = [0u64; N];
         let mut shard_of = [0usize; N];
@@ -211,16 +210,20 @@ where
             .iter()
             .map(|&s| self.shards[s].lru.read())
             .collect();
-        let mut hits: SmallVec<[u64; N]> = SmallVec::from_elem(0, distinct.len());
+        // (hits, misses) of each locked shard, added to its counters once.
+        let mut counts: SmallVec<[(u64, u64); N]> = SmallVec::from_elem((0, 0), distinct.len());
         let mut found: SmallVec<[Option<&V>; N]> = SmallVec::new();
         for (i, key) in keys.iter().enumerate() {
             let g = distinct
                 .binary_search(&shard_of[i])
                 .expect("every key's shard is locked");
             let value = guards[g].get_marked(key, hashes[i]);
-            if let Some(v) = value {
-                hits[g] += 1;
-                on_hit(i, v);
+            match value {
+                Some(v) => {
+                    counts[g].0 += 1;
+                    on_hit(i, v);
+                }
+                None => counts[g].1 += 1,
             }
             found.push(value);
         }
@@ -229,16 +232,13 @@ where
         }
         drop(found);
         drop(guards);
-        for (g, &s) in distinct.iter().enumerate() {
-            let looked_up = shard_of[..keys.len()].iter().filter(|&&x| x == s).count() as u64;
+        for (&s, &(hits, misses)) in distinct.iter().zip(&counts) {
             let shard = &self.shards[s];
-            if hits[g] > 0 {
-                shard.hits.fetch_add(hits[g], Ordering::Relaxed);
+            if hits > 0 {
+                shard.hits.fetch_add(hits, Ordering::Relaxed);
             }
-            if looked_up > hits[g] {
-                shard
-                    .misses
-                    .fetch_add(looked_up - hits[g], Ordering::Relaxed);
+            if misses > 0 {
+                shard.misses.fetch_add(misses, Ordering::Relaxed);
             }
         }
     }

@@ -17,6 +17,7 @@ pub(crate) use block_cache::CachedRepr;
 pub(crate) use block_cache::{block_charge, heap_charge};
 pub use block_cache::{BlockCache, BlockCacheKey, CachedBlock};
 pub use lru_cache::LruCache;
+pub(crate) use lru_cache::GET_MANY_MAX;
 #[cfg(test)]
 pub(crate) use lru_cache::{default_shard_bits, SHARD_BITS_MAX};
 

@@ -248,7 +248,7 @@ fn concurrent_inserts_and_gets_keep_invariants() {
                             // Batches hold several shards' locks at once,
                             // beside writers taking one.
                             50..=59 => {
-                                let n = rng.gen_range(1..=LruCache::<u64, u64>::GET_MANY_MAX);
+                                let n = rng.gen_range(1..=GET_MANY_MAX);
                                 let keys: Vec<u64> =
                                     (0..n).map(|_| rng.gen_range(0..KEYS)).collect();
                                 let mut out = vec![None; n];
@@ -458,7 +458,7 @@ fn get_many_with_answers_as_gets_do() {
         one.insert(key, key * 10, 1);
     }
     for _ in 0..500 {
-        let n = rng.gen_range(0..=LruCache::<u32, u32>::GET_MANY_MAX);
+        let n = rng.gen_range(0..=GET_MANY_MAX);
         // Present, absent and repeated keys.
         let keys: Vec<u32> = (0..n).map(|_| rng.gen_range(0..420)).collect();
         let mut out = vec![Some(u32::MAX); n];

@@ -91,7 +91,7 @@ impl BlockBasedOptions {
     }
 
     /// Closes a data block before an entry that would take it past the
-    /// block size, once the block is at least `100 - deviation` percent
+    /// block size, once the block is more than `100 - deviation` percent
     /// full (RocksDB's `block_size_deviation`, default 10, so most blocks
     /// stay within the block size); 0 closes a block only once it has
     /// reached the block size. Outside 0..=100, opening the database fails
@@ -841,9 +841,7 @@ impl Options {
         TableOptions {
             comparator: self.comparator.clone(),
             block_size: self.table.block_size,
-            // Negative values become one over the maximum, which
-            // `validate` rejects.
-            block_size_deviation: u32::try_from(self.table.block_size_deviation).unwrap_or(101),
+            block_size_deviation: self.table.block_size_deviation,
             block_restart_interval: self.table.block_restart_interval,
             index_block_restart_interval: self.table.index_block_restart_interval,
             compression: self.compression,

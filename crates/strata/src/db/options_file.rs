@@ -159,7 +159,7 @@ impl Options {
         bt.insert("block_size".into(), int(b.block_size as u64));
         bt.insert(
             "block_size_deviation".into(),
-            int(b.block_size_deviation.max(0) as u64),
+            Value::Integer(i64::from(b.block_size_deviation)),
         );
         bt.insert(
             "block_restart_interval".into(),

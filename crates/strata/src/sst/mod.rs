@@ -65,11 +65,11 @@ pub struct TableOptions {
     pub comparator: Arc<dyn Comparator>,
     /// Target uncompressed size of a data block, in bytes.
     pub block_size: usize,
-    /// A data block at least `100 - block_size_deviation` percent full is
+    /// A data block more than `100 - block_size_deviation` percent full is
     /// closed before an entry that would take it past `block_size`
     /// (RocksDB's `block_size_deviation`, default 10); 0 closes a block
-    /// only once it has reached `block_size`. At most 100.
-    pub block_size_deviation: u32,
+    /// only once it has reached `block_size`. 0 to 100.
+    pub block_size_deviation: i32,
     /// Entries between restart points in data blocks.
     pub block_restart_interval: usize,
     /// Entries between restart points in the index block.
@@ -177,7 +177,7 @@ impl TableOptions {
                 crate::limits::BLOCK_SIZE_BYTES_MAX / 2
             )));
         }
-        if self.block_size_deviation > 100 {
+        if !(0..=100).contains(&self.block_size_deviation) {
             return Err(Error::invalid_argument(format!(
                 "block_size_deviation {} must be between 0 and 100",
                 self.block_size_deviation

@@ -310,6 +310,7 @@ impl TableBuilder {
     /// the block size. Blocks then end at most an entry's size short of the
     /// block size, as RocksDB's do, instead of up to an entry past it.
     fn block_almost_full(&self, ikey: &[u8], value: &[u8]) -> bool {
+        // 0..=100: `validate` checked it when the builder was made.
         let deviation = self.opts.block_size_deviation as usize;
         if deviation == 0 || self.data_block.is_empty() {
             return false;

@@ -446,7 +446,7 @@ impl TableReader {
     }
 
     /// The data blocks at `handles` (at most
-    /// [`LruCache::GET_MANY_MAX`](crate::cache::LruCache::GET_MANY_MAX)),
+    /// [`GET_MANY_MAX`](crate::cache::GET_MANY_MAX)),
     /// into `out`: [`TableReader::read_data_block_with`] of each, with the
     /// cache's lookups made together ([`LruCache::get_many_with`], whose
     /// cache misses overlap) and `on_hit(i, block)` for each hit before any
@@ -460,7 +460,7 @@ impl TableReader {
         mut on_hit: impl FnMut(usize, &Block),
         out: &mut Vec<Result<Block>>,
     ) {
-        const N: usize = crate::cache::BlockCache::GET_MANY_MAX;
+        const N: usize = crate::cache::GET_MANY_MAX;
         debug_assert!(handles.len() <= N);
         let mut hits: [Option<CachedBlock>; N] = Default::default();
         let hits = &mut hits[..handles.len()];
@@ -485,15 +485,8 @@ impl TableReader {
                     Some(CachedBlock(CachedRepr::Data(block))) => Ok(block),
                     // Not cached (or, never written so, not a data block there).
                     _ => {
-                        let block = Block::new(
-                            read_block(&*self.file, &self.name, handle)?,
-                            self.name.clone(),
-                            handle.offset,
-                        )?;
-                        if fill_cache {
-                            self.cache_block(&block);
-                        }
-                        Ok(block)
+                        let data = read_block(&*self.file, &self.name, handle)?;
+                        self.block_from(handle, data, fill_cache)
                     }
                 }),
         );
@@ -519,7 +512,12 @@ impl TableReader {
                 return Ok(block);
             }
         }
-        let data = read(self)?;
+        self.block_from(handle, read(self)?, fill_cache)
+    }
+
+    /// The data block at `handle` made of `data` (read and checked), then
+    /// cached if `fill_cache`: the half of a block read after a cache miss.
+    fn block_from(&self, handle: BlockHandle, data: Bytes, fill_cache: bool) -> Result<Block> {
         let block = Block::new(data, self.name.clone(), handle.offset)?;
         if fill_cache {
             self.cache_block(&block);
@@ -595,11 +593,8 @@ impl TableReader {
     /// ahead for a seek. A block that does not check out is left alone: the
     /// seek reads it again and reports the error.
     fn cache_read_ahead(&self, handle: BlockHandle, raw: &[u8]) {
-        let block = decode_block(raw, &self.name, handle)
-            .and_then(|data| Block::new(data, self.name.clone(), handle.offset));
-        if let Ok(block) = block {
-            self.cache_block(&block);
-        }
+        let _ =
+            decode_block(raw, &self.name, handle).and_then(|d| self.block_from(handle, d, true));
     }
 
     /// An iterator over data block `block` of this table, comparing

@@ -719,7 +719,7 @@ fn blocks_close_short_of_the_block_size_within_the_deviation() {
             (ikey(&i.to_be_bytes(), 5, ValueKind::Value), vec![7; len])
         })
         .collect();
-    let sizes_with = |deviation: u32| {
+    let sizes_with = |deviation: i32| {
         let opts = TableOptions {
             block_size: 4096,
             block_size_deviation: deviation,

@@ -47,7 +47,7 @@ pub(crate) struct TableProbe<'a> {
 
 /// Data blocks whose cache lookups are made together
 /// ([`TableReader::read_data_blocks_with`]).
-const BLOCKS_LOOKED_UP_TOGETHER: usize = crate::cache::BlockCache::GET_MANY_MAX;
+const BLOCKS_LOOKED_UP_TOGETHER: usize = crate::cache::GET_MANY_MAX;
 
 /// A run of surviving probes that land in one data block.
 struct BlockRun {
