@@ -37,7 +37,8 @@
 //! - `flush`, `compact`, `waitforcompaction`: engine operations;
 //! - `stats`, `levelstats`, `sstables`: print the engine's statistics;
 //! - `memstats` (ours): where the engine's memory is (memtables, block
-//!   cache usage and capacity, table readers outside the cache).
+//!   cache usage and capacity, table readers outside the cache) and, on
+//!   glibc, the allocator's heap (taken from the system, in use, free).
 //!
 //! With no `--db`, the database lives in a temporary directory (under
 //! `/dev/shm` when it exists) removed at exit unless `--use_existing_db` or

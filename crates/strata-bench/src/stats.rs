@@ -299,6 +299,34 @@ pub fn result_line(
     )
 }
 
+/// What glibc's allocator holds for the whole process (`mallinfo2`, summed
+/// over its arenas), in MB: `malloc-heap: S MB from the system (A in arenas,
+/// M mapped), U in use, F free in arenas`. The free bytes are chunks the
+/// arenas keep without handing them back; against the bytes in use they
+/// measure fragmentation, which the engines' own memory properties cannot
+/// see. `None` where the allocator is not glibc's.
+pub fn allocator_line() -> Option<String> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 takes no arguments and returns a plain struct;
+        // it locks each arena in turn while it sums.
+        let m = unsafe { libc::mallinfo2() };
+        let mb = |b: usize| b as f64 / 1e6;
+        Some(format!(
+            "malloc-heap: {:.1} MB from the system ({:.1} in arenas, {:.1} mapped), {:.1} in use, {:.1} free in arenas",
+            mb(m.arena + m.hblkhd),
+            mb(m.arena),
+            mb(m.hblkhd),
+            mb(m.uordblks + m.hblkhd),
+            mb(m.fordblks),
+        ))
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        None
+    }
+}
+
 fn append_with_space(s: &mut String, msg: &str) {
     if msg.is_empty() {
         return;

@@ -315,6 +315,23 @@ fn every_benchmark(engine: &str) {
     assert!(mem("block-cache-usage") > 0);
     assert!(mem("block-cache-capacity") >= mem("block-cache-usage"));
     mem("cur-size-all-mem-tables");
+    // On glibc, the allocator's heap: some of it in use, the parts adding up.
+    if cfg!(all(target_os = "linux", target_env = "gnu")) {
+        let line = out
+            .lines()
+            .find_map(|l| l.strip_prefix("malloc-heap: "))
+            .unwrap_or_else(|| panic!("memstats malloc-heap: {out}"));
+        let nums: Vec<f64> = line
+            .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        let [system, arenas, mapped, in_use, free] = nums[..] else {
+            panic!("malloc-heap: {line}")
+        };
+        assert!(in_use > 0.0 && in_use <= system, "{line}");
+        assert!((arenas + mapped - system).abs() < 0.2, "{line}");
+        assert!((in_use + free - system).abs() < 0.2, "{line}");
+    }
     assert!(
         out.contains("Microseconds per read:\nCount: "),
         "histogram: {out}"

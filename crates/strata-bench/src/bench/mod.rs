@@ -690,7 +690,8 @@ impl<'o> Runner<'o> {
     }
 
     /// Where the engine's memory is, by the properties both engines have:
-    /// memtables, block cache, and table readers outside the cache.
+    /// memtables, block cache, and table readers outside the cache; then
+    /// what the C allocator holds for the whole process, where it can say.
     fn print_memstats(&mut self) -> Result<Action> {
         writeln!(self.out)?;
         for name in MEMSTATS {
@@ -700,6 +701,9 @@ impl<'o> Runner<'o> {
                 "{name}: {}",
                 value.as_deref().unwrap_or("(failed)")
             )?;
+        }
+        if let Some(line) = crate::stats::allocator_line() {
+            writeln!(self.out, "{line}")?;
         }
         Ok(Action::Meta)
     }
