@@ -98,6 +98,7 @@ const BLOCK_BASED_KEYS: &[&str] = &[
     "cache_index_and_filter_blocks",
     "pin_l0_filter_and_index_blocks_in_cache",
     "whole_key_filtering",
+    "cache_compressed_under_direct_reads",
 ];
 
 /// Converts one keyword argument to a TOML value.

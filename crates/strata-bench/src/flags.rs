@@ -249,6 +249,9 @@ define_flags! {
     sst_partitioner_fixed_prefix: i32 = 0;
     /// Strata's stream-aware cutting of flush and compaction outputs (ours).
     stream_aware_cutting: bool = true;
+    /// With --use_direct_reads, Strata caches data blocks compressed, as
+    /// stored (ours).
+    cache_compressed_under_direct_reads: bool = true;
     /// Table format: block (both engines), packed (Strata's packed tables)
     /// or plain (RocksDB's PlainTable, as db_bench's --use_plain_table) (ours).
     table_format: String = "block".into();

@@ -124,6 +124,7 @@ fn options(cfg: &EngineConfig, create: bool) -> Result<Options> {
     }
     t.set_cache_index_and_filter_blocks(cfg.cache_index_and_filter_blocks);
     t.set_pin_l0_filter_and_index_blocks_in_cache(cfg.pin_l0_filter_and_index_blocks_in_cache);
+    t.set_cache_compressed_under_direct_reads(cfg.cache_compressed_under_direct_reads);
     o.set_block_based_table_factory(&t);
     // As db_bench gives RocksDB a fixed-prefix extractor for --prefix_size;
     // W5's rows are 8 bytes (the RocksDB side does not need one: it has no

@@ -31,6 +31,10 @@ pub struct CachedBlock(pub(crate) CachedRepr);
 #[derive(Clone)]
 pub(crate) enum CachedRepr {
     Data(Block),
+    /// A data block as its table stores it (compressed contents and the
+    /// compression type byte), decompressed on every hit: what a table
+    /// read with direct I/O caches (`TableReader::with_stored_blocks_cached`).
+    Stored(bytes::Bytes),
     Index(Arc<TableIndex>),
     Filter(BloomFilter),
 }
@@ -55,6 +59,7 @@ impl std::fmt::Debug for CachedBlock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.0 {
             CachedRepr::Data(b) => b.fmt(f),
+            CachedRepr::Stored(b) => write!(f, "Stored({} bytes)", b.len()),
             CachedRepr::Index(i) => write!(f, "TableIndex({} bytes)", i.memory_bytes()),
             CachedRepr::Filter(b) => b.fmt(f),
         }

@@ -252,6 +252,7 @@ impl DbInner {
             placement: crate::sst::MetaPlacement::Reader,
             prefix_extractor: None,
             packed_lazy_checksums: false,
+            cache_stored_under_direct_reads: false,
         };
         let table = crate::sst::Table::open(file, name.clone(), &table_opts)?;
         if !table.range_deletions().is_empty() {

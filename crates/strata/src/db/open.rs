@@ -311,7 +311,10 @@ pub(crate) fn make_cf(shared: &Arc<DbShared>, id: u32, name: &str, opts: &Option
         opts.table.pin_l0_filter_and_index_blocks_in_cache,
     )
     .with_prefix_extractor(opts.prefix_extractor.clone())
-    .with_direct_reads(opts.use_direct_reads)
+    .with_direct_reads(
+        opts.use_direct_reads,
+        opts.table.cache_compressed_under_direct_reads,
+    )
     .with_merge_operator(opts.merge_operator.as_ref().map(|m| m.name().to_string()))
     .with_packed_lazy_checksums(opts.packed.as_ref().is_some_and(|p| p.lazy_checksums));
     DbInner {

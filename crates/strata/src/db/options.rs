@@ -63,6 +63,7 @@ pub struct BlockBasedOptions {
     pub(crate) cache_index_and_filter_blocks: bool,
     pub(crate) pin_l0_filter_and_index_blocks_in_cache: bool,
     pub(crate) whole_key_filtering: bool,
+    pub(crate) cache_compressed_under_direct_reads: bool,
 }
 
 impl Default for BlockBasedOptions {
@@ -80,6 +81,7 @@ impl Default for BlockBasedOptions {
             cache_index_and_filter_blocks: false,
             pin_l0_filter_and_index_blocks_in_cache: false,
             whole_key_filtering: true,
+            cache_compressed_under_direct_reads: true,
         }
     }
 }
@@ -98,6 +100,18 @@ impl BlockBasedOptions {
     /// with an invalid-argument error.
     pub fn set_block_size_deviation(&mut self, deviation: i32) {
         self.block_size_deviation = deviation;
+    }
+
+    /// With `Options::set_use_direct_reads`, keeps data blocks in the block
+    /// cache as the table stores them, compressed, and decompresses a
+    /// block on every hit (default true; ours). Direct reads bypass the
+    /// page cache, so the block cache is the only memory that spares a
+    /// device read: holding blocks compressed, it holds about as many more
+    /// of them as the compression saves. Turn it off when the hot data
+    /// fits in the cache decompressed. No effect on tables stored without
+    /// compression or read without direct I/O.
+    pub fn set_cache_compressed_under_direct_reads(&mut self, v: bool) {
+        self.cache_compressed_under_direct_reads = v;
     }
 
     /// Entries between restart points in data blocks (default 16).

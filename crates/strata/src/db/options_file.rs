@@ -200,6 +200,10 @@ impl Options {
             b.pin_l0_filter_and_index_blocks_in_cache.into(),
         );
         bt.insert("whole_key_filtering".into(), b.whole_key_filtering.into());
+        bt.insert(
+            "cache_compressed_under_direct_reads".into(),
+            b.cache_compressed_under_direct_reads.into(),
+        );
         t.insert("block_based_table_factory".into(), Value::Table(bt));
         if let Some(p) = &self.packed {
             let mut pt = Table::new();
@@ -413,6 +417,9 @@ fn apply_block(b: &mut BlockBasedOptions, key: &str, v: &Value) -> Check<()> {
             b.set_pin_l0_filter_and_index_blocks_in_cache(as_bool(v)?)
         }
         "whole_key_filtering" => b.set_whole_key_filtering(as_bool(v)?),
+        "cache_compressed_under_direct_reads" => {
+            b.set_cache_compressed_under_direct_reads(as_bool(v)?)
+        }
         _ => return Err("unknown key".into()),
     }
     Ok(())
@@ -435,6 +442,7 @@ mod tests {
         let mut b = BlockBasedOptions::default();
         b.set_block_size(8192);
         b.set_block_size_deviation(25);
+        b.set_cache_compressed_under_direct_reads(false);
         b.set_bloom_filter(12.5, false);
         b.set_block_cache(&Cache::new_lru_cache(1 << 22));
         b.set_data_block_index_type(DataBlockIndexType::BinaryAndHash);
@@ -449,6 +457,7 @@ mod tests {
         assert_eq!(back.comparator.name(), "rocksdb.ReverseBytewiseComparator");
         assert_eq!(back.packed.as_ref().unwrap().from_level, 2);
         assert_eq!(back.table.block_size_deviation, 25);
+        assert!(!back.table.cache_compressed_under_direct_reads);
         assert_eq!(back.table.cache.as_ref().unwrap().inner.capacity(), 1 << 22);
     }
 

@@ -42,6 +42,9 @@ pub(crate) struct TableCache {
     unbounded: bool,
     /// Open tables with direct I/O (`use_direct_reads`).
     direct: bool,
+    /// Tables read with direct I/O cache their data blocks as stored
+    /// (`cache_compressed_under_direct_reads`).
+    cache_stored: bool,
     /// Where readers keep their index and filter: in L0 tables, and in the
     /// others.
     placement_l0: MetaPlacement,
@@ -89,6 +92,7 @@ impl TableCache {
             block_cache,
             unbounded: max_open_files < 0,
             direct: false,
+            cache_stored: false,
             placement_l0: MetaPlacement::Reader,
             placement: MetaPlacement::Reader,
             prefix_extractor: None,
@@ -105,9 +109,11 @@ impl TableCache {
         }
     }
 
-    /// Readers opened from now on read with direct I/O.
-    pub(crate) fn with_direct_reads(mut self, direct: bool) -> Self {
+    /// Readers opened from now on read with direct I/O, and then cache
+    /// their data blocks as stored if `cache_stored`.
+    pub(crate) fn with_direct_reads(mut self, direct: bool, cache_stored: bool) -> Self {
         self.direct = direct;
+        self.cache_stored = direct && cache_stored;
         self
     }
 
@@ -172,6 +178,7 @@ impl TableCache {
             placement,
             prefix_extractor: self.prefix_extractor.clone(),
             packed_lazy_checksums: self.packed_lazy_checksums,
+            cache_stored_under_direct_reads: self.cache_stored,
         };
         let reader = Table::open(file, name, &opts)?;
         reader

@@ -184,6 +184,27 @@ pub fn read_block(
     name: &Arc<str>,
     handle: BlockHandle,
 ) -> Result<Bytes> {
+    read_block_keeping(file, name, handle, false).map(|f| f.data)
+}
+
+/// A block as read: checked and decompressed, and, if the reader asked to
+/// keep it and the block is stored compressed, the bytes as stored (for a
+/// block cache that holds blocks compressed: [`decode_stored`]).
+pub(crate) struct FetchedBlock {
+    pub(crate) data: Bytes,
+    /// The block's contents as stored and its compression type byte (the
+    /// checksum, already checked, left off).
+    pub(crate) stored: Option<Bytes>,
+}
+
+/// [`read_block`], keeping the stored bytes too if `keep` and the block is
+/// stored compressed.
+pub(crate) fn read_block_keeping(
+    file: &dyn RandomAccessFile,
+    name: &Arc<str>,
+    handle: BlockHandle,
+    keep: bool,
+) -> Result<FetchedBlock> {
     check_block_handle(name, handle, file.size())?;
     let n = handle.size as usize;
     // Compressed blocks are read into a per-thread buffer that is reused,
@@ -203,42 +224,72 @@ pub fn read_block(
         }
         let buf = &mut buf[..n + BLOCK_TRAILER_BYTES];
         file.read_exact_at(handle.offset, buf)?;
-        decode_block(buf, name, handle)
+        decode_block_keeping(buf, name, handle, keep)
     })
 }
 
 /// Checks and decompresses a block read whole with its trailer (`raw` is
 /// `handle.size` bytes and the trailer): the half of [`read_block`] after
-/// the read, for callers that read several blocks at once.
-pub(crate) fn decode_block(raw: &[u8], name: &Arc<str>, handle: BlockHandle) -> Result<Bytes> {
+/// the read, for callers that read several blocks at once. Keeps a copy
+/// of the stored bytes too if `keep` and the block is stored compressed.
+pub(crate) fn decode_block_keeping(
+    raw: &[u8],
+    name: &Arc<str>,
+    handle: BlockHandle,
+    keep: bool,
+) -> Result<FetchedBlock> {
     let corrupt = |what: String| Error::corruption(&**name, handle.offset, what);
     let n = handle.size as usize;
     debug_assert_eq!(raw.len(), n + BLOCK_TRAILER_BYTES);
-    {
-        let buf = raw;
-        let kind_byte = buf[n];
-        if VERIFY_CHECKSUMS.with(Cell::get) {
-            let stored = unmask(decode_fixed32(&buf[n + 1..]).unwrap_or(0));
-            let actual = crc32c(&buf[..n + 1]);
-            if stored != actual {
-                return Err(corrupt(format!(
-                    "block checksum mismatch: stored {stored:#010x}, computed {actual:#010x} over {n} bytes"
-                )));
-            }
+    let buf = raw;
+    let kind_byte = buf[n];
+    if VERIFY_CHECKSUMS.with(Cell::get) {
+        let stored = unmask(decode_fixed32(&buf[n + 1..]).unwrap_or(0));
+        let actual = crc32c(&buf[..n + 1]);
+        if stored != actual {
+            return Err(corrupt(format!(
+                "block checksum mismatch: stored {stored:#010x}, computed {actual:#010x} over {n} bytes"
+            )));
         }
-        let Some(kind) = CompressionType::from_byte(kind_byte) else {
-            return Err(corrupt(format!("unknown compression type {kind_byte}")));
-        };
-        // Into a buffer of its own, freed with the block's last reference.
-        // A per-thread pool of recycled buffers once saved a tenth of a
-        // read that missed the cache; by stop 57 it saved 2.6% and left
-        // the heap of a long mixed run 6% larger (docs/benchmarks.md,
-        // "The recycled block buffers removed"), so it is gone.
-        let hint = crate::compression::uncompressed_len_hint(kind, &buf[..n]);
-        let mut out = Vec::with_capacity(hint);
-        crate::compression::decompress_block_into(kind, &buf[..n], name, handle.offset, &mut out)?;
-        Ok(Bytes::from_owner(out))
     }
+    let Some(kind) = CompressionType::from_byte(kind_byte) else {
+        return Err(corrupt(format!("unknown compression type {kind_byte}")));
+    };
+    let data = decompress(kind, &buf[..n], name, handle.offset)?;
+    // Kept only once it decompressed: a cached copy always does.
+    let stored =
+        (keep && kind != CompressionType::None).then(|| Bytes::from_owner(buf[..n + 1].to_vec()));
+    Ok(FetchedBlock { data, stored })
+}
+
+/// The block kept by [`read_block_keeping`] as `stored` (its contents as
+/// stored, then the compression type byte), decompressed again. It was
+/// checked (unless the read turned checksums off, as for a block cached
+/// decompressed) and decompressed once when read, so an error here means
+/// memory changed under it; it is reported as corruption of the block all
+/// the same.
+pub(crate) fn decode_stored(stored: &[u8], name: &Arc<str>, offset: u64) -> Result<Bytes> {
+    let corrupt = |what: String| Error::corruption(&**name, offset, what);
+    let Some((&kind_byte, contents)) = stored.split_last() else {
+        return Err(corrupt("empty stored block".to_string()));
+    };
+    let Some(kind) = CompressionType::from_byte(kind_byte) else {
+        return Err(corrupt(format!("unknown compression type {kind_byte}")));
+    };
+    decompress(kind, contents, name, offset)
+}
+
+/// `contents` of compression `kind` decompressed into a buffer of its own,
+/// freed with the block's last reference.
+fn decompress(kind: CompressionType, contents: &[u8], name: &str, offset: u64) -> Result<Bytes> {
+    // A per-thread pool of recycled buffers once saved a tenth of a read
+    // that missed the cache; by stop 57 it saved 2.6% and left the heap of
+    // a long mixed run 6% larger (docs/benchmarks.md, "The recycled block
+    // buffers removed"), so it is gone.
+    let hint = crate::compression::uncompressed_len_hint(kind, contents);
+    let mut out = Vec::with_capacity(hint);
+    crate::compression::decompress_block_into(kind, contents, name, offset, &mut out)?;
+    Ok(Bytes::from_owner(out))
 }
 
 thread_local! {

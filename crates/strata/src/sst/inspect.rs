@@ -63,6 +63,7 @@ fn open(
         placement: MetaPlacement::Reader,
         prefix_extractor: None,
         packed_lazy_checksums: lazy,
+        cache_stored_under_direct_reads: false,
     };
     Table::open(file, name.to_string(), &opts)
 }

@@ -56,6 +56,9 @@ pub(crate) struct TableOpenOptions {
     pub(crate) prefix_extractor: Option<Arc<SliceTransform>>,
     /// Packed tables check each section on first use instead of at open.
     pub(crate) packed_lazy_checksums: bool,
+    /// A block-based table read with direct I/O caches its data blocks as
+    /// stored ([`TableReader::with_stored_blocks_cached`]).
+    pub(crate) cache_stored_under_direct_reads: bool,
 }
 
 impl Table {
@@ -78,14 +81,17 @@ impl Table {
                 opts.packed_lazy_checksums,
             )?)));
         }
-        Ok(Table::Block(Arc::new(TableReader::open_placed(
-            file,
-            name,
-            opts.comparator.clone(),
-            opts.block_cache.clone(),
-            opts.placement,
-            opts.prefix_extractor.clone(),
-        )?)))
+        Ok(Table::Block(Arc::new(
+            TableReader::open_placed(
+                file,
+                name,
+                opts.comparator.clone(),
+                opts.block_cache.clone(),
+                opts.placement,
+                opts.prefix_extractor.clone(),
+            )?
+            .with_stored_blocks_cached(opts.cache_stored_under_direct_reads),
+        )))
     }
 
     /// The table's range deletions, as its range-deletion block holds

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use smallvec::SmallVec;
 
-use crate::cache::{block_charge, BlockCache, BlockCacheKey, CachedBlock, CachedRepr};
+use crate::cache::{block_charge, heap_charge, BlockCache, BlockCacheKey, CachedBlock, CachedRepr};
 use crate::env::{read_direct_batch, DirectRead, RandomAccessFile};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
@@ -26,8 +26,8 @@ use super::block_property::{
 };
 use super::filter::{filter_hash, BloomFilter};
 use super::format::{
-    check_block_handle, decode_block, read_block, BlockHandle, Footer, BLOCK_TRAILER_BYTES,
-    FOOTER_BYTES,
+    check_block_handle, decode_block_keeping, decode_stored, read_block, read_block_keeping,
+    BlockHandle, FetchedBlock, Footer, BLOCK_TRAILER_BYTES, FOOTER_BYTES,
 };
 use super::index::IndexValue;
 use super::index_array::IndexArray;
@@ -85,6 +85,11 @@ pub struct TableReader {
     /// The index and filter were placed in the block cache (pinned or
     /// not): the cache is charged for them, not the reader.
     meta_in_cache: bool,
+    /// Data blocks go into the block cache as stored (compressed, when
+    /// the table compresses them) and are decompressed on every hit: set
+    /// for a file read with direct I/O, whose blocks no page cache holds
+    /// ([`TableReader::with_stored_blocks_cached`]).
+    cache_stored: bool,
 }
 
 /// Gives each opened reader its own key space in a (possibly shared) cache.
@@ -274,7 +279,18 @@ impl TableReader {
             range_dels,
             cache,
             meta_in_cache,
+            cache_stored: false,
         })
+    }
+
+    /// Caches data blocks as stored (compressed) if `on` and this table's
+    /// blocks come from a file read with direct I/O into a block cache
+    /// ([`TableReader::reads_blocks_directly`]): with no page cache below
+    /// it, the block cache then holds about as many more blocks as the
+    /// compression saves, for a decompression on every hit.
+    pub(crate) fn with_stored_blocks_cached(mut self, on: bool) -> TableReader {
+        self.cache_stored = on && self.reads_blocks_directly();
+        self
     }
 
     /// The table's range deletions.
@@ -417,7 +433,7 @@ impl TableReader {
             handle,
             fill_cache,
             |_| {},
-            |t| readahead.read(&*t.file, &t.name, handle),
+            |t| readahead.read(&*t.file, &t.name, handle, t.keeps_stored(fill_cache)),
         )
     }
 
@@ -441,7 +457,7 @@ impl TableReader {
         on_hit: impl FnOnce(&Block),
     ) -> Result<Block> {
         self.cached_or_read(handle, fill_cache, on_hit, |t| {
-            read_block(&*t.file, &t.name, handle)
+            read_block_keeping(&*t.file, &t.name, handle, t.keeps_stored(fill_cache))
         })
     }
 
@@ -483,24 +499,28 @@ impl TableReader {
                 .zip(hits)
                 .map(|(&handle, hit)| match hit.take() {
                     Some(CachedBlock(CachedRepr::Data(block))) => Ok(block),
+                    Some(CachedBlock(CachedRepr::Stored(stored))) => {
+                        self.block_from_stored(handle, &stored)
+                    }
                     // Not cached (or, never written so, not a data block there).
                     _ => {
-                        let data = read_block(&*self.file, &self.name, handle)?;
-                        self.block_from(handle, data, fill_cache)
+                        let keep = self.keeps_stored(fill_cache);
+                        let fetched = read_block_keeping(&*self.file, &self.name, handle, keep)?;
+                        self.block_from(handle, fetched, fill_cache)
                     }
                 }),
         );
     }
 
     /// The data block at `handle` from the cache (calling `on_hit` with it
-    /// before it is cloned), or from `read` (checked bytes), then cached if
-    /// `fill_cache`.
+    /// before it is cloned, when the cache holds it decompressed), or from
+    /// `read` (checked bytes), then cached if `fill_cache`.
     fn cached_or_read(
         &self,
         handle: BlockHandle,
         fill_cache: bool,
         on_hit: impl FnOnce(&Block),
-        read: impl FnOnce(&Self) -> Result<Bytes>,
+        read: impl FnOnce(&Self) -> Result<FetchedBlock>,
     ) -> Result<Block> {
         if let Some((cache, id)) = &self.cache {
             let hit = cache.get_with(&(*id, handle.offset), |c| {
@@ -508,21 +528,59 @@ impl TableReader {
                     on_hit(b)
                 }
             });
-            if let Some(CachedBlock(CachedRepr::Data(block))) = hit {
-                return Ok(block);
+            match hit {
+                Some(CachedBlock(CachedRepr::Data(block))) => return Ok(block),
+                Some(CachedBlock(CachedRepr::Stored(stored))) => {
+                    return self.block_from_stored(handle, &stored)
+                }
+                _ => {}
             }
         }
         self.block_from(handle, read(self)?, fill_cache)
     }
 
-    /// The data block at `handle` made of `data` (read and checked), then
-    /// cached if `fill_cache`: the half of a block read after a cache miss.
-    fn block_from(&self, handle: BlockHandle, data: Bytes, fill_cache: bool) -> Result<Block> {
-        let block = Block::new(data, self.name.clone(), handle.offset)?;
+    /// Whether a block read now should be kept as stored, for the cache.
+    fn keeps_stored(&self, fill_cache: bool) -> bool {
+        self.cache_stored && fill_cache
+    }
+
+    /// The data block at `handle` made of `fetched` (read and checked),
+    /// then cached if `fill_cache`: as stored if it was kept so, else
+    /// decompressed. The half of a block read after a cache miss.
+    fn block_from(
+        &self,
+        handle: BlockHandle,
+        fetched: FetchedBlock,
+        fill_cache: bool,
+    ) -> Result<Block> {
+        let block = Block::new(fetched.data, self.name.clone(), handle.offset)?;
         if fill_cache {
-            self.cache_block(&block);
+            match fetched.stored {
+                Some(stored) => self.cache_stored_block(handle, stored),
+                None => self.cache_block(&block),
+            }
         }
         Ok(block)
+    }
+
+    /// The data block at `handle` from `stored`, the cache's copy of it
+    /// as stored: decompressed again, not cached.
+    fn block_from_stored(&self, handle: BlockHandle, stored: &[u8]) -> Result<Block> {
+        let data = decode_stored(stored, &self.name, handle.offset)?;
+        Block::new(data, self.name.clone(), handle.offset)
+    }
+
+    /// Puts data block `handle` as stored (`stored`: its compressed
+    /// contents and type byte) in the block cache, charged by its heap.
+    fn cache_stored_block(&self, handle: BlockHandle, stored: Bytes) {
+        if let Some((cache, id)) = &self.cache {
+            let charge = heap_charge(stored.len());
+            cache.insert(
+                (*id, handle.offset),
+                CachedBlock(CachedRepr::Stored(stored)),
+                charge,
+            );
+        }
     }
 
     /// Puts data block `block` (read from this table) in the block cache,
@@ -593,8 +651,8 @@ impl TableReader {
     /// ahead for a seek. A block that does not check out is left alone: the
     /// seek reads it again and reports the error.
     fn cache_read_ahead(&self, handle: BlockHandle, raw: &[u8]) {
-        let _ =
-            decode_block(raw, &self.name, handle).and_then(|d| self.block_from(handle, d, true));
+        let _ = decode_block_keeping(raw, &self.name, handle, self.cache_stored)
+            .and_then(|f| self.block_from(handle, f, true));
     }
 
     /// An iterator over data block `block` of this table, comparing
