@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::cache::data_block_capacity;
 use crate::compression::CompressionType;
 use crate::env::RandomAccessFile;
 use crate::error::{Error, Result};
@@ -184,7 +185,7 @@ pub fn read_block(
     name: &Arc<str>,
     handle: BlockHandle,
 ) -> Result<Bytes> {
-    read_block_keeping(file, name, handle, false).map(|f| f.data)
+    read_and_decode(file, name, handle, None).map(|f| f.data)
 }
 
 /// A block as read: checked and decompressed, and, if the reader asked to
@@ -197,13 +198,26 @@ pub(crate) struct FetchedBlock {
     pub(crate) stored: Option<Bytes>,
 }
 
-/// [`read_block`], keeping the stored bytes too if `keep` and the block is
-/// stored compressed.
+/// [`read_block`] for a data block (read into a buffer of the size class
+/// [`data_block_capacity`] gives), keeping the stored bytes too if `keep`
+/// and the block is stored compressed.
 pub(crate) fn read_block_keeping(
     file: &dyn RandomAccessFile,
     name: &Arc<str>,
     handle: BlockHandle,
     keep: bool,
+) -> Result<FetchedBlock> {
+    read_and_decode(file, name, handle, Some(keep))
+}
+
+/// Reads and decodes the block at `handle`: a data block if `data` is
+/// `Some(keep)`, else an index, filter or other block (read into a buffer
+/// of its exact size).
+fn read_and_decode(
+    file: &dyn RandomAccessFile,
+    name: &Arc<str>,
+    handle: BlockHandle,
+    data: Option<bool>,
 ) -> Result<FetchedBlock> {
     check_block_handle(name, handle, file.size())?;
     let n = handle.size as usize;
@@ -224,7 +238,10 @@ pub(crate) fn read_block_keeping(
         }
         let buf = &mut buf[..n + BLOCK_TRAILER_BYTES];
         file.read_exact_at(handle.offset, buf)?;
-        decode_block_keeping(buf, name, handle, keep)
+        match data {
+            Some(keep) => decode_block_keeping(buf, name, handle, keep),
+            None => decode(buf, name, handle, false, false),
+        }
     })
 }
 
@@ -237,6 +254,18 @@ pub(crate) fn decode_block_keeping(
     name: &Arc<str>,
     handle: BlockHandle,
     keep: bool,
+) -> Result<FetchedBlock> {
+    decode(raw, name, handle, keep, true)
+}
+
+/// [`decode_block_keeping`], into a buffer of the data-block size class if
+/// `data_block`, else of the exact size.
+fn decode(
+    raw: &[u8],
+    name: &Arc<str>,
+    handle: BlockHandle,
+    keep: bool,
+    data_block: bool,
 ) -> Result<FetchedBlock> {
     let corrupt = |what: String| Error::corruption(&**name, handle.offset, what);
     let n = handle.size as usize;
@@ -255,10 +284,14 @@ pub(crate) fn decode_block_keeping(
     let Some(kind) = CompressionType::from_byte(kind_byte) else {
         return Err(corrupt(format!("unknown compression type {kind_byte}")));
     };
-    let data = decompress(kind, &buf[..n], name, handle.offset)?;
-    // Kept only once it decompressed: a cached copy always does.
-    let stored =
-        (keep && kind != CompressionType::None).then(|| Bytes::from_owner(buf[..n + 1].to_vec()));
+    let data = decompress(kind, &buf[..n], name, handle.offset, data_block)?;
+    // Kept only once it decompressed: a cached copy always does. In a
+    // buffer of its size class, as the decompressed blocks are.
+    let stored = (keep && kind != CompressionType::None).then(|| {
+        let mut copy = Vec::with_capacity(data_block_capacity(n + 1));
+        copy.extend_from_slice(&buf[..n + 1]);
+        Bytes::from_owner(copy)
+    });
     Ok(FetchedBlock { data, stored })
 }
 
@@ -276,18 +309,30 @@ pub(crate) fn decode_stored(stored: &[u8], name: &Arc<str>, offset: u64) -> Resu
     let Some(kind) = CompressionType::from_byte(kind_byte) else {
         return Err(corrupt(format!("unknown compression type {kind_byte}")));
     };
-    decompress(kind, contents, name, offset)
+    decompress(kind, contents, name, offset, true)
 }
 
 /// `contents` of compression `kind` decompressed into a buffer of its own,
-/// freed with the block's last reference.
-fn decompress(kind: CompressionType, contents: &[u8], name: &str, offset: u64) -> Result<Bytes> {
+/// freed with the block's last reference: of the data-block size class
+/// ([`data_block_capacity`]) if `data_block`, else of the exact size.
+fn decompress(
+    kind: CompressionType,
+    contents: &[u8],
+    name: &str,
+    offset: u64,
+    data_block: bool,
+) -> Result<Bytes> {
     // A per-thread pool of recycled buffers once saved a tenth of a read
     // that missed the cache; by stop 57 it saved 2.6% and left the heap of
     // a long mixed run 6% larger (docs/benchmarks.md, "The recycled block
     // buffers removed"), so it is gone.
     let hint = crate::compression::uncompressed_len_hint(kind, contents);
-    let mut out = Vec::with_capacity(hint);
+    let capacity = if data_block {
+        data_block_capacity(hint)
+    } else {
+        hint
+    };
+    let mut out = Vec::with_capacity(capacity);
     crate::compression::decompress_block_into(kind, contents, name, offset, &mut out)?;
     Ok(Bytes::from_owner(out))
 }

@@ -10,7 +10,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use smallvec::SmallVec;
 
-use crate::cache::{block_charge, heap_charge, BlockCache, BlockCacheKey, CachedBlock, CachedRepr};
+use crate::cache::{
+    block_charge, data_block_capacity, heap_charge, BlockCache, BlockCacheKey, CachedBlock,
+    CachedRepr,
+};
 use crate::env::{read_direct_batch, DirectRead, RandomAccessFile};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
@@ -574,7 +577,7 @@ impl TableReader {
     /// contents and type byte) in the block cache, charged by its heap.
     fn cache_stored_block(&self, handle: BlockHandle, stored: Bytes) {
         if let Some((cache, id)) = &self.cache {
-            let charge = heap_charge(stored.len());
+            let charge = heap_charge(data_block_capacity(stored.len()));
             cache.insert(
                 (*id, handle.offset),
                 CachedBlock(CachedRepr::Stored(stored)),

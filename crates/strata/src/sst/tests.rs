@@ -1762,6 +1762,33 @@ fn index_separators_are_user_keys_unless_a_user_key_spans_blocks() {
     );
 }
 
+/// Table `bytes` written to a fresh directory under the temporary one
+/// (named after `tag`) and opened with direct I/O: the directory, the
+/// file's path and the file; None (and nothing left behind) where the
+/// file system refuses `O_DIRECT`.
+fn direct_table_file(
+    tag: &str,
+    bytes: &[u8],
+) -> Option<(
+    std::path::PathBuf,
+    std::path::PathBuf,
+    Arc<dyn crate::env::RandomAccessFile>,
+)> {
+    let dir = std::env::temp_dir().join(format!("strata-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("t.sst");
+    std::fs::write(&path, bytes).unwrap();
+    match crate::env::PosixFileSystem::new().open_random_access_direct(&path) {
+        Ok(file) => Some((dir, path, file)),
+        Err(crate::Error::NotSupported(what)) => {
+            eprintln!("no O_DIRECT in the temporary directory: {what}");
+            std::fs::remove_dir_all(&dir).unwrap();
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
 /// Blocks read ahead at once for a direct-I/O reader (`read_ahead`) land
 /// in the block cache whole: back-to-back blocks read as one span, spans
 /// split where blocks are left out; every lookup afterwards is served from
@@ -1769,22 +1796,12 @@ fn index_separators_are_user_keys_unless_a_user_key_spans_blocks() {
 #[test]
 fn blocks_read_ahead_at_once_are_cached_whole() {
     let (cmp, entries, bytes, _) = small_block_table(13, 300);
-    let dir = std::env::temp_dir().join(format!("strata-read-ahead-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("r.sst");
-    std::fs::write(&path, &bytes).unwrap();
-    let file = match crate::env::PosixFileSystem::new().open_random_access_direct(&path) {
-        Ok(f) => f,
-        Err(crate::Error::NotSupported(what)) => {
-            eprintln!("no O_DIRECT in the temporary directory: {what}");
-            std::fs::remove_dir_all(&dir).unwrap();
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    let Some((dir, _, file)) = direct_table_file("read-ahead", &bytes) else {
+        return;
     };
     let cache = Arc::new(crate::cache::BlockCache::new(1 << 20, Some(0)));
     let table =
-        Arc::new(TableReader::open_with_cache(file, "r.sst", cmp, Some(cache.clone())).unwrap());
+        Arc::new(TableReader::open_with_cache(file, "t.sst", cmp, Some(cache.clone())).unwrap());
     assert!(table.reads_blocks_directly());
     let index = table.index().unwrap();
     let array = index.array().unwrap();
@@ -1839,20 +1856,10 @@ fn blocks_cached_as_stored_answer_as_decompressed_ones() {
     };
     let (bytes, props) = write_table(&entries, &opts);
     assert!(props.num_data_blocks > 100, "{props:?}");
-    let dir = std::env::temp_dir().join(format!("strata-stored-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("s.sst");
-    std::fs::write(&path, &bytes).unwrap();
-    let fs = crate::env::PosixFileSystem::new();
-    let file = match fs.open_random_access_direct(&path) {
-        Ok(f) => f,
-        Err(crate::Error::NotSupported(what)) => {
-            eprintln!("no O_DIRECT in the temporary directory: {what}");
-            std::fs::remove_dir_all(&dir).unwrap();
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    let Some((dir, path, file)) = direct_table_file("stored", &bytes) else {
+        return;
     };
+    let fs = crate::env::PosixFileSystem::new();
     let mut usage = Vec::new();
     // (direct I/O, stored setting, blocks read ahead first)
     let runs = [
@@ -1869,7 +1876,7 @@ fn blocks_cached_as_stored_answer_as_decompressed_ones() {
             fs.open_random_access(&path).unwrap()
         };
         let cache = Arc::new(crate::cache::BlockCache::new(1 << 24, Some(0)));
-        let table = TableReader::open_with_cache(file, "s.sst", cmp.clone(), Some(cache.clone()))
+        let table = TableReader::open_with_cache(file, "t.sst", cmp.clone(), Some(cache.clone()))
             .unwrap()
             .with_stored_blocks_cached(stored);
         let table = Arc::new(table);
