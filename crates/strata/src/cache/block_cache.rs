@@ -88,10 +88,17 @@ pub fn heap_charge(bytes: usize) -> usize {
     bytes.next_multiple_of(16) + BLOCK_HEAP_OVERHEAD_BYTES + BLOCK_CACHE_ENTRY_OVERHEAD_BYTES
 }
 
-/// The charge of caching data block `block`: [`heap_charge`] of the
-/// buffer a block of its size is read into ([`data_block_capacity`]).
+/// The charge of caching data block `block`: [`data_block_charge`] of its
+/// size.
 pub fn block_charge(block: &Block) -> usize {
-    heap_charge(data_block_capacity(block.size()))
+    data_block_charge(block.size())
+}
+
+/// The charge of caching a data block (decompressed, or as stored) of
+/// `len` bytes: [`heap_charge`] of the buffer it is read into
+/// ([`data_block_capacity`]).
+pub fn data_block_charge(len: usize) -> usize {
+    heap_charge(data_block_capacity(len))
 }
 
 /// The capacity of the buffer a data block of `len` bytes is read (and

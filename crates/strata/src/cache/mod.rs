@@ -14,7 +14,7 @@ mod lru_list;
 mod lru_shard;
 
 pub(crate) use block_cache::CachedRepr;
-pub(crate) use block_cache::{block_charge, data_block_capacity, heap_charge};
+pub(crate) use block_cache::{block_charge, data_block_capacity, data_block_charge, heap_charge};
 pub use block_cache::{BlockCache, BlockCacheKey, CachedBlock};
 pub use lru_cache::LruCache;
 pub(crate) use lru_cache::GET_MANY_MAX;

@@ -110,10 +110,11 @@ impl TableCache {
     }
 
     /// Readers opened from now on read with direct I/O, and then cache
-    /// their data blocks as stored if `cache_stored`.
+    /// their data blocks as stored if `cache_stored` (the reader decides,
+    /// in `TableReader::with_stored_blocks_cached`).
     pub(crate) fn with_direct_reads(mut self, direct: bool, cache_stored: bool) -> Self {
         self.direct = direct;
-        self.cache_stored = direct && cache_stored;
+        self.cache_stored = cache_stored;
         self
     }
 

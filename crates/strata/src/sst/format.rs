@@ -179,18 +179,23 @@ pub(crate) fn check_block_handle(
     Ok(())
 }
 
-/// Reads the block at `handle`, checks its checksum and decompresses it.
+/// Reads the block at `handle`, checks its checksum and decompresses it
+/// into a buffer of its exact size (an index, filter or other block read
+/// once per table; data blocks go through [`read_data_block`]).
 pub fn read_block(
     file: &dyn RandomAccessFile,
     name: &Arc<str>,
     handle: BlockHandle,
 ) -> Result<Bytes> {
-    read_and_decode(file, name, handle, None).map(|f| f.data)
+    with_block_read(file, name, handle, |raw| {
+        let kind = check_trailer(raw, name, handle)?;
+        decompress(kind, contents(raw), name, handle.offset, false)
+    })
 }
 
-/// A block as read: checked and decompressed, and, if the reader asked to
-/// keep it and the block is stored compressed, the bytes as stored (for a
-/// block cache that holds blocks compressed: [`decode_stored`]).
+/// A data block as read: checked and decompressed, and, if the reader asked
+/// to keep it and the block is stored compressed, the bytes as stored (for
+/// a block cache that holds blocks compressed: [`decode_stored`]).
 pub(crate) struct FetchedBlock {
     pub(crate) data: Bytes,
     /// The block's contents as stored and its compression type byte (the
@@ -198,27 +203,26 @@ pub(crate) struct FetchedBlock {
     pub(crate) stored: Option<Bytes>,
 }
 
-/// [`read_block`] for a data block (read into a buffer of the size class
-/// [`data_block_capacity`] gives), keeping the stored bytes too if `keep`
-/// and the block is stored compressed.
-pub(crate) fn read_block_keeping(
+/// Reads the data block at `handle`: [`decode_data_block`] of its bytes.
+pub(crate) fn read_data_block(
     file: &dyn RandomAccessFile,
     name: &Arc<str>,
     handle: BlockHandle,
     keep: bool,
 ) -> Result<FetchedBlock> {
-    read_and_decode(file, name, handle, Some(keep))
+    with_block_read(file, name, handle, |raw| {
+        decode_data_block(raw, name, handle, keep)
+    })
 }
 
-/// Reads and decodes the block at `handle`: a data block if `data` is
-/// `Some(keep)`, else an index, filter or other block (read into a buffer
-/// of its exact size).
-fn read_and_decode(
+/// Reads the block at `handle` with its trailer and gives the bytes to
+/// `decode`.
+fn with_block_read<T>(
     file: &dyn RandomAccessFile,
     name: &Arc<str>,
     handle: BlockHandle,
-    data: Option<bool>,
-) -> Result<FetchedBlock> {
+    decode: impl FnOnce(&[u8]) -> Result<T>,
+) -> Result<T> {
     check_block_handle(name, handle, file.size())?;
     let n = handle.size as usize;
     // Compressed blocks are read into a per-thread buffer that is reused,
@@ -238,77 +242,95 @@ fn read_and_decode(
         }
         let buf = &mut buf[..n + BLOCK_TRAILER_BYTES];
         file.read_exact_at(handle.offset, buf)?;
-        match data {
-            Some(keep) => decode_block_keeping(buf, name, handle, keep),
-            None => decode(buf, name, handle, false, false),
-        }
+        decode(buf)
     })
 }
 
-/// Checks and decompresses a block read whole with its trailer (`raw` is
-/// `handle.size` bytes and the trailer): the half of [`read_block`] after
-/// the read, for callers that read several blocks at once. Keeps a copy
-/// of the stored bytes too if `keep` and the block is stored compressed.
-pub(crate) fn decode_block_keeping(
+/// Checks and decompresses a data block read whole with its trailer
+/// (`raw` is `handle.size` bytes and the trailer; callers that read several
+/// blocks at once hand each over), into a buffer of its size class
+/// ([`data_block_capacity`]). Keeps a copy of the stored bytes too if
+/// `keep` and the block is stored compressed.
+pub(crate) fn decode_data_block(
     raw: &[u8],
     name: &Arc<str>,
     handle: BlockHandle,
     keep: bool,
 ) -> Result<FetchedBlock> {
-    decode(raw, name, handle, keep, true)
-}
-
-/// [`decode_block_keeping`], into a buffer of the data-block size class if
-/// `data_block`, else of the exact size.
-fn decode(
-    raw: &[u8],
-    name: &Arc<str>,
-    handle: BlockHandle,
-    keep: bool,
-    data_block: bool,
-) -> Result<FetchedBlock> {
-    let corrupt = |what: String| Error::corruption(&**name, handle.offset, what);
-    let n = handle.size as usize;
-    debug_assert_eq!(raw.len(), n + BLOCK_TRAILER_BYTES);
-    let buf = raw;
-    let kind_byte = buf[n];
-    if VERIFY_CHECKSUMS.with(Cell::get) {
-        let stored = unmask(decode_fixed32(&buf[n + 1..]).unwrap_or(0));
-        let actual = crc32c(&buf[..n + 1]);
-        if stored != actual {
-            return Err(corrupt(format!(
-                "block checksum mismatch: stored {stored:#010x}, computed {actual:#010x} over {n} bytes"
-            )));
-        }
-    }
-    let Some(kind) = CompressionType::from_byte(kind_byte) else {
-        return Err(corrupt(format!("unknown compression type {kind_byte}")));
-    };
-    let data = decompress(kind, &buf[..n], name, handle.offset, data_block)?;
-    // Kept only once it decompressed: a cached copy always does. In a
-    // buffer of its size class, as the decompressed blocks are.
-    let stored = (keep && kind != CompressionType::None).then(|| {
-        let mut copy = Vec::with_capacity(data_block_capacity(n + 1));
-        copy.extend_from_slice(&buf[..n + 1]);
-        Bytes::from_owner(copy)
-    });
+    let kind = check_trailer(raw, name, handle)?;
+    let data = decompress(kind, contents(raw), name, handle.offset, true)?;
+    // Kept only once it decompressed: a copy cached from here always does.
+    let stored = (keep && kind != CompressionType::None).then(|| stored_copy(raw));
     Ok(FetchedBlock { data, stored })
 }
 
-/// The block kept by [`read_block_keeping`] as `stored` (its contents as
-/// stored, then the compression type byte), decompressed again. It was
-/// checked (unless the read turned checksums off, as for a block cached
-/// decompressed) and decompressed once when read, so an error here means
-/// memory changed under it; it is reported as corruption of the block all
-/// the same.
+/// The stored bytes of a data block read whole with its trailer, checked
+/// but not decompressed, for a cache that holds blocks as stored; `None`
+/// if the block is stored uncompressed (it is cached decompressed, which
+/// is the same bytes). For blocks read ahead of their use: the use then
+/// decompresses the cached copy, once ([`decode_stored`]).
+pub(crate) fn check_stored(
+    raw: &[u8],
+    name: &Arc<str>,
+    handle: BlockHandle,
+) -> Result<Option<Bytes>> {
+    let kind = check_trailer(raw, name, handle)?;
+    Ok((kind != CompressionType::None).then(|| stored_copy(raw)))
+}
+
+/// The block's contents: `raw` without its trailer.
+fn contents(raw: &[u8]) -> &[u8] {
+    &raw[..raw.len() - BLOCK_TRAILER_BYTES]
+}
+
+/// A copy of the contents and the type byte of `raw` (a block and its
+/// trailer), in a buffer of its size class, as decompressed blocks are.
+fn stored_copy(raw: &[u8]) -> Bytes {
+    let stored = &raw[..raw.len() - BLOCK_TRAILER_BYTES + 1];
+    let mut copy = Vec::with_capacity(data_block_capacity(stored.len()));
+    copy.extend_from_slice(stored);
+    Bytes::from_owner(copy)
+}
+
+/// Checks the trailer of `raw` (a block of `handle.size` bytes and its
+/// trailer): the checksum, when this thread's reads check them, and the
+/// compression type, which it returns.
+fn check_trailer(raw: &[u8], name: &Arc<str>, handle: BlockHandle) -> Result<CompressionType> {
+    let n = handle.size as usize;
+    debug_assert_eq!(raw.len(), n + BLOCK_TRAILER_BYTES);
+    if VERIFY_CHECKSUMS.with(Cell::get) {
+        let stored = unmask(decode_fixed32(&raw[n + 1..]).unwrap_or(0));
+        let actual = crc32c(&raw[..n + 1]);
+        if stored != actual {
+            return Err(Error::corruption(
+                &**name,
+                handle.offset,
+                format!(
+                    "block checksum mismatch: stored {stored:#010x}, computed {actual:#010x} over {n} bytes"
+                ),
+            ));
+        }
+    }
+    compression_kind(raw[n], name, handle.offset)
+}
+
+/// The compression type named by `byte`, or `Corruption` of the block at
+/// `offset` of `name`.
+fn compression_kind(byte: u8, name: &str, offset: u64) -> Result<CompressionType> {
+    CompressionType::from_byte(byte)
+        .ok_or_else(|| Error::corruption(name, offset, format!("unknown compression type {byte}")))
+}
+
+/// The block kept as stored ([`FetchedBlock::stored`], [`check_stored`]:
+/// its contents as stored, then the compression type byte), decompressed
+/// into a buffer of its size class. Its checksum was checked when it was
+/// read (unless the read turned checksums off, as for a block cached
+/// decompressed); an error here is `Corruption` of the block all the same.
 pub(crate) fn decode_stored(stored: &[u8], name: &Arc<str>, offset: u64) -> Result<Bytes> {
-    let corrupt = |what: String| Error::corruption(&**name, offset, what);
     let Some((&kind_byte, contents)) = stored.split_last() else {
-        return Err(corrupt("empty stored block".to_string()));
+        return Err(Error::corruption(&**name, offset, "empty stored block"));
     };
-    let Some(kind) = CompressionType::from_byte(kind_byte) else {
-        return Err(corrupt(format!("unknown compression type {kind_byte}")));
-    };
+    let kind = compression_kind(kind_byte, name, offset)?;
     decompress(kind, contents, name, offset, true)
 }
 

@@ -2,7 +2,7 @@
 //! table iterator has read data blocks back to back from the file, it
 //! reads the next [`READAHEAD_BYTES`] in one call and serves the blocks
 //! that follow from that buffer. Each block is still checked and
-//! decompressed on its own ([`decode_block_keeping`]), so nothing about its
+//! decompressed on its own ([`decode_data_block`]), so nothing about its
 //! integrity changes; only the number of reads (system calls) drops.
 
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::env::RandomAccessFile;
 use crate::error::Result;
 
-use super::format::{decode_block_keeping, read_block_keeping, BlockHandle, FetchedBlock};
+use super::format::{decode_data_block, read_data_block, BlockHandle, FetchedBlock};
 
 /// Bytes one readahead reads: 256 KiB, as RocksDB's default maximum.
 pub(crate) const READAHEAD_BYTES: u64 = 256 << 10;
@@ -59,7 +59,7 @@ impl Readahead {
 
     /// The checked, decompressed block at `handle`: from the buffer when
     /// it holds it, else read (ahead, when reads have been sequential);
-    /// with its stored bytes too if `keep` ([`read_block_keeping`]).
+    /// with its stored bytes too if `keep` ([`read_data_block`]).
     pub(crate) fn read(
         &mut self,
         file: &dyn RandomAccessFile,
@@ -72,7 +72,7 @@ impl Readahead {
         if handle.offset >= self.start && end <= held && !self.buf.is_empty() {
             let from = (handle.offset - self.start) as usize;
             let to = (end - self.start) as usize;
-            return decode_block_keeping(&self.buf[from..to], name, handle, keep);
+            return decode_data_block(&self.buf[from..to], name, handle, keep);
         }
         if handle.offset == self.last_end {
             self.sequential_reads += 1;
@@ -90,8 +90,8 @@ impl Readahead {
             || handle.size > crate::limits::BLOCK_SIZE_BYTES_MAX as u64
         {
             // (A block past the end of the file or over the size limit:
-            // read_block_keeping reports it.)
-            return read_block_keeping(file, name, handle, keep);
+            // read_data_block reports it.)
+            return read_data_block(file, name, handle, keep);
         }
         let len = ahead
             .max(end - handle.offset)
@@ -105,6 +105,6 @@ impl Readahead {
             return Err(e);
         }
         let to = (end - self.start) as usize;
-        decode_block_keeping(&self.buf[..to], name, handle, keep)
+        decode_data_block(&self.buf[..to], name, handle, keep)
     }
 }

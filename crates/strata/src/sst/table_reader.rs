@@ -11,8 +11,7 @@ use bytes::Bytes;
 use smallvec::SmallVec;
 
 use crate::cache::{
-    block_charge, data_block_capacity, heap_charge, BlockCache, BlockCacheKey, CachedBlock,
-    CachedRepr,
+    block_charge, data_block_charge, BlockCache, BlockCacheKey, CachedBlock, CachedRepr,
 };
 use crate::env::{read_direct_batch, DirectRead, RandomAccessFile};
 use crate::error::{Error, Result};
@@ -29,8 +28,8 @@ use super::block_property::{
 };
 use super::filter::{filter_hash, BloomFilter};
 use super::format::{
-    check_block_handle, decode_block_keeping, decode_stored, read_block, read_block_keeping,
-    BlockHandle, FetchedBlock, Footer, BLOCK_TRAILER_BYTES, FOOTER_BYTES,
+    check_block_handle, check_stored, decode_data_block, decode_stored, read_block,
+    read_data_block, BlockHandle, FetchedBlock, Footer, BLOCK_TRAILER_BYTES, FOOTER_BYTES,
 };
 use super::index::IndexValue;
 use super::index_array::IndexArray;
@@ -460,7 +459,7 @@ impl TableReader {
         on_hit: impl FnOnce(&Block),
     ) -> Result<Block> {
         self.cached_or_read(handle, fill_cache, on_hit, |t| {
-            read_block_keeping(&*t.file, &t.name, handle, t.keeps_stored(fill_cache))
+            read_data_block(&*t.file, &t.name, handle, t.keeps_stored(fill_cache))
         })
     }
 
@@ -508,7 +507,7 @@ impl TableReader {
                     // Not cached (or, never written so, not a data block there).
                     _ => {
                         let keep = self.keeps_stored(fill_cache);
-                        let fetched = read_block_keeping(&*self.file, &self.name, handle, keep)?;
+                        let fetched = read_data_block(&*self.file, &self.name, handle, keep)?;
                         self.block_from(handle, fetched, fill_cache)
                     }
                 }),
@@ -567,17 +566,25 @@ impl TableReader {
     }
 
     /// The data block at `handle` from `stored`, the cache's copy of it
-    /// as stored: decompressed again, not cached.
+    /// as stored: decompressed again, not cached. A copy that does not
+    /// decompress into a block (one read ahead is cached checked but not
+    /// decompressed) is `Corruption`, and leaves the cache, so that the
+    /// next read of the block goes to the file again.
     fn block_from_stored(&self, handle: BlockHandle, stored: &[u8]) -> Result<Block> {
-        let data = decode_stored(stored, &self.name, handle.offset)?;
-        Block::new(data, self.name.clone(), handle.offset)
+        decode_stored(stored, &self.name, handle.offset)
+            .and_then(|data| Block::new(data, self.name.clone(), handle.offset))
+            .inspect_err(|_| {
+                if let Some((cache, id)) = &self.cache {
+                    cache.erase(&(*id, handle.offset));
+                }
+            })
     }
 
     /// Puts data block `handle` as stored (`stored`: its compressed
     /// contents and type byte) in the block cache, charged by its heap.
     fn cache_stored_block(&self, handle: BlockHandle, stored: Bytes) {
         if let Some((cache, id)) = &self.cache {
-            let charge = heap_charge(data_block_capacity(stored.len()));
+            let charge = data_block_charge(stored.len());
             cache.insert(
                 (*id, handle.offset),
                 CachedBlock(CachedRepr::Stored(stored)),
@@ -653,8 +660,16 @@ impl TableReader {
     /// Caches data block `handle` from `raw`, its bytes and trailer read
     /// ahead for a seek. A block that does not check out is left alone: the
     /// seek reads it again and reports the error.
+    /// A table that caches blocks as stored only checks the block here
+    /// and caches the copy: the seek decompresses it when it reads it.
     fn cache_read_ahead(&self, handle: BlockHandle, raw: &[u8]) {
-        let _ = decode_block_keeping(raw, &self.name, handle, self.cache_stored)
+        if self.cache_stored {
+            if let Ok(Some(stored)) = check_stored(raw, &self.name, handle) {
+                self.cache_stored_block(handle, stored);
+                return;
+            }
+        }
+        let _ = decode_data_block(raw, &self.name, handle, false)
             .and_then(|f| self.block_from(handle, f, true));
     }
 
