@@ -478,3 +478,50 @@ fn blocks_cached_compressed_under_direct_reads_keep_the_model() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// With direct reads, a get reads from the device only from the first
+/// table whose block the cache lacks (with the deeper tables' blocks at
+/// once): a key found in a cached block of a newer table reads no block
+/// of the older tables, and a key that is not there still reads them.
+#[test]
+fn a_get_answered_from_a_cached_block_reads_no_older_block() {
+    let Some(dir) = direct_dir("cached-first") else {
+        return;
+    };
+    let old = |k: u32| format!("old {k} ").repeat(4).into_bytes();
+    {
+        let db = DB::open(&layered_options(), &dir).unwrap();
+        for k in 0..5000u32 {
+            db.put(format!("{k:08}"), old(k)).unwrap();
+        }
+        db.flush().unwrap();
+        // A newer table of one block, over most of the older tables' keys.
+        db.put("00000010", "new 10").unwrap();
+        db.put("00004000", "new 4000").unwrap();
+        db.flush().unwrap();
+        let levels = common::files_per_level(&db);
+        assert!(levels[0] >= 2, "files per level: {levels:?}");
+    }
+    let cache = strata_kv::Cache::new_lru_cache(4 << 20);
+    let opts = layered_options_with(|t| t.set_block_cache(&cache));
+    let db = DB::open(&opts, &dir).unwrap();
+    let get = |k: &str| db.get(k).unwrap();
+    // Reads the newer table's block (and, at once, the older one's).
+    assert_eq!(get("00000010"), Some(b"new 10".to_vec()));
+    let usage = cache.get_usage();
+    assert!(usage > 0);
+    // Found in the cached block: the older table holding 4000 is not read.
+    assert_eq!(get("00004000"), Some(b"new 4000".to_vec()));
+    assert_eq!(
+        cache.get_usage(),
+        usage,
+        "a get found in the cache read more"
+    );
+    // Not in the newer table: the older table's block is read.
+    assert_eq!(get("00002000"), Some(old(2000)));
+    assert!(cache.get_usage() > usage);
+    assert_eq!(get("00002001"), Some(old(2001)));
+    assert_eq!(get("00009999"), None);
+    drop(db);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -17,7 +17,7 @@ use crate::key::{
 use crate::memtable::{MemLookup, MemTable};
 use crate::range_del::{FragmentedRangeTombstones, RangeDelView, RangeTombstone, SkipCovered};
 use crate::sst::filter::filter_hash;
-use crate::sst::BlockPropertyFilter;
+use crate::sst::{BlockPropertyFilter, Table};
 use crate::version::{FileMetaData, LevelRangeDels, Version, NUM_LEVELS};
 
 use super::inner::{DbInner, SuperVersion};
@@ -277,12 +277,14 @@ impl DbInner {
         // The lookup key is built on the stack when it fits (most keys).
         let end = with_lookup(key, seq, |lookup| -> Result<TablesEnd> {
             let hash = filter_hash(key);
-            if fill_cache && self.opts.use_direct_reads {
-                self.read_ahead_for_get(sv, key, lookup, hash);
-            }
+            let mut read_ahead = fill_cache && self.opts.use_direct_reads;
             let mut base: Base = None;
-            for (level, f) in self.candidate_files(sv, key, lookup) {
+            let mut candidates = self.candidate_files(sv, key, lookup);
+            while let Some((level, f)) = candidates.next() {
                 let table = self.table_cache.get_for(f, level)?;
+                if read_ahead && self.read_ahead_for_get(&table, candidates.clone(), lookup, hash) {
+                    read_ahead = false;
+                }
                 let mut visit = merge_visitor(floor, &mut operands, &mut base);
                 if merging {
                     table.for_each_version(lookup, hash, fill_cache, &mut visit)?;
@@ -320,22 +322,40 @@ impl DbInner {
         }
     }
 
-    /// With direct reads, where every block read waits on the device: reads
-    /// at once ([`SeekReads`]) the first block each candidate table's
-    /// lookup of `key` would read, of the tables whose filters let it
-    /// through, so that the lookup below finds them in the block cache.
-    /// A key found in a newer table leaves the older tables' blocks read
-    /// for nothing: without filters (db_bench's default) that is a key
-    /// above the last level, with them only a false positive.
-    fn read_ahead_for_get(&self, sv: &SuperVersion, key: &[u8], lookup: &[u8], hash: u64) {
+    /// With direct reads, where every block read waits on the device: if
+    /// the lookup of `key` in `table` (the next candidate) would read its
+    /// first block from the device, reads that block and the first block
+    /// of each candidate table after it (`rest`) at once ([`SeekReads`]),
+    /// of the tables whose filters let the key through, so that the
+    /// lookups below find them in the block cache. True if it read.
+    ///
+    /// Tables whose blocks are cached are searched first, one by one: a
+    /// key found in one of them reads nothing from the device. Once a
+    /// table would read, the deeper ones are read with it, since a key
+    /// that is not in that table would wait on each of them in turn. A
+    /// key found in that table leaves the deeper blocks read for nothing:
+    /// without filters (db_bench's default) that is a key above the last
+    /// level, with them only a false positive.
+    fn read_ahead_for_get<'v>(
+        &self,
+        table: &Table,
+        rest: impl Iterator<Item = (usize, &'v Arc<FileMetaData>)>,
+        lookup: &[u8],
+        hash: u64,
+    ) -> bool {
         SEEK_READS.with(|reads| {
             let mut reads = reads.borrow_mut();
-            for (level, f) in self.candidate_files(sv, key, lookup) {
+            table.plan_get(lookup, hash, &mut reads);
+            if reads.is_empty() {
+                return false;
+            }
+            for (level, f) in rest {
                 if let Ok(table) = self.table_cache.get_for(f, level) {
                     table.plan_get(lookup, hash, &mut reads);
                 }
             }
             reads.read_all();
+            true
         })
     }
 
@@ -348,7 +368,7 @@ impl DbInner {
         sv: &'v SuperVersion,
         key: &'v [u8],
         lookup: &'v [u8],
-    ) -> impl Iterator<Item = (usize, &'v Arc<FileMetaData>)> + 'v {
+    ) -> impl Iterator<Item = (usize, &'v Arc<FileMetaData>)> + Clone + 'v {
         let ucmp = &*self.user_cmp;
         let v = &sv.version;
         let l0 = v.files(0).iter().filter(move |f| {

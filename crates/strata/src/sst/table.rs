@@ -120,10 +120,6 @@ impl Table {
         }
     }
 
-    /// See [`TableReader::get_opt_walk`]; only what a database read
-    /// needs. A packed table reads the entry's sequence number only if
-    /// `need_sequence` (a range deletion may hide it).
-    #[inline]
     /// [`TableReader::plan_get`]; packed tables are mapped and add none.
     pub(crate) fn plan_get(&self, lookup: &[u8], hash: u64, reads: &mut crate::iter::SeekReads) {
         if let Table::Block(t) = self {
@@ -131,6 +127,10 @@ impl Table {
         }
     }
 
+    /// See [`TableReader::get_opt_walk`]; only what a database read
+    /// needs. A packed table reads the entry's sequence number only if
+    /// `need_sequence` (a range deletion may hide it).
+    #[inline]
     pub(crate) fn get_opt(
         &self,
         lookup: &[u8],

@@ -961,6 +961,11 @@ impl SeekReads {
         self.reads.push((table, handle));
     }
 
+    /// True if no block was added since the last [`read_all`](Self::read_all).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.reads.is_empty()
+    }
+
     /// Reads every block added ([`crate::env::read_direct_batch`]: together)
     /// into the block cache, and forgets them. Read errors and blocks
     /// that fail their checks are left to the seek, which reads them again
