@@ -15,6 +15,8 @@
 #   DIR       parent of the database (default /tmp; on disk, like W8)
 #   STEP      seconds between samples (default 30)
 #   KEEP=1    keep the database (it is removed otherwise)
+#   FROM      a database filled the same way (e.g. W8's, by the same engine)
+#             to copy instead of filling one
 #   EXTRA     more flags for the mixed run (e.g. --cache_type=lru_cache,
 #             --benchmark_write_rate_limit=BYTES_PER_SEC)
 #   STRATA_BENCH, DB_BENCH  the binaries (default target/native/...)
@@ -34,10 +36,15 @@ esac
 F=(--db="$DB" --num="$NUM" --key_size=16 --value_size=100 --compression_type=snappy --cache_size="$CACHE" --seed=1)
 rm -rf "$DB"
 out=$(mktemp)
-# The fill's progress lines (db_bench writes them to stderr) only on failure.
-"${cmd[@]}" "${F[@]}" --benchmarks=fillrandom,waitforcompaction >"$out" 2>&1 || {
-    cat "$out" >&2; rm -f "$out"; exit 1
-}
+if [[ -n ${FROM:-} ]]; then
+    [[ -f $FROM/CURRENT ]] || { echo "leak.sh: $FROM is not a database" >&2; exit 1; }
+    cp -a "$FROM" "$DB"
+else
+    # The fill's progress lines (db_bench writes them to stderr) only on failure.
+    "${cmd[@]}" "${F[@]}" --benchmarks=fillrandom,waitforcompaction >"$out" 2>&1 || {
+        cat "$out" >&2; rm -f "$out"; exit 1
+    }
+fi
 # strata-bench also says where the memory is at the end (memtables, block
 # cache, table readers: its memstats step); db_bench has no such step.
 benches=readwhilewriting
