@@ -323,11 +323,12 @@ impl DbInner {
     }
 
     /// With direct reads, where every block read waits on the device: if
-    /// the lookup of `key` in `table` (the next candidate) would read its
-    /// first block from the device, reads that block and the first block
-    /// of each candidate table after it (`rest`) at once ([`SeekReads`]),
-    /// of the tables whose filters let the key through, so that the
-    /// lookups below find them in the block cache. True if it read.
+    /// the search for `lookup` in `table` (the next candidate) would read
+    /// its first block from the device, reads that block and the first
+    /// block of each candidate table after it (`rest`) at once
+    /// ([`SeekReads`]), of the tables whose filters let the key through,
+    /// so that the searches that follow find them in the block cache. True
+    /// if it read.
     ///
     /// Tables whose blocks are cached are searched first, one by one: a
     /// key found in one of them reads nothing from the device. Once a
