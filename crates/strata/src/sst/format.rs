@@ -264,18 +264,34 @@ pub(crate) fn decode_data_block(
     Ok(FetchedBlock { data, stored })
 }
 
-/// The stored bytes of a data block read whole with its trailer, checked
-/// but not decompressed, for a cache that holds blocks as stored; `None`
-/// if the block is stored uncompressed (it is cached decompressed, which
-/// is the same bytes). For blocks read ahead of their use: the use then
-/// decompresses the cached copy, once ([`decode_stored`]).
-pub(crate) fn check_stored(
-    raw: &[u8],
-    name: &Arc<str>,
-    handle: BlockHandle,
-) -> Result<Option<Bytes>> {
-    let kind = check_trailer(raw, name, handle)?;
-    Ok((kind != CompressionType::None).then(|| stored_copy(raw)))
+/// A data block read ahead of its use, checked, as a cache that holds
+/// blocks as stored takes it ([`check_stored`]).
+pub(crate) enum Checked {
+    /// Stored compressed: its contents as stored and its type byte, not
+    /// decompressed; the use decompresses the cached copy, once
+    /// ([`decode_stored`]).
+    Stored(Bytes),
+    /// Stored uncompressed: the block itself, cached as any other.
+    Plain(FetchedBlock),
+}
+
+/// Checks a data block read whole with its trailer (its checksum and
+/// type, once) and keeps it as [`Checked`] says, without decompressing
+/// it: for blocks read ahead of their use.
+pub(crate) fn check_stored(raw: &[u8], name: &Arc<str>, handle: BlockHandle) -> Result<Checked> {
+    Ok(match check_trailer(raw, name, handle)? {
+        CompressionType::None => Checked::Plain(FetchedBlock {
+            data: decompress(
+                CompressionType::None,
+                contents(raw),
+                name,
+                handle.offset,
+                true,
+            )?,
+            stored: None,
+        }),
+        _ => Checked::Stored(stored_copy(raw)),
+    })
 }
 
 /// The block's contents: `raw` without its trailer.

@@ -29,7 +29,7 @@ use super::block_property::{
 use super::filter::{filter_hash, BloomFilter};
 use super::format::{
     check_block_handle, check_stored, decode_data_block, decode_stored, read_block,
-    read_data_block, BlockHandle, FetchedBlock, Footer, BLOCK_TRAILER_BYTES, FOOTER_BYTES,
+    read_data_block, BlockHandle, Checked, FetchedBlock, Footer, BLOCK_TRAILER_BYTES, FOOTER_BYTES,
 };
 use super::index::IndexValue;
 use super::index_array::IndexArray;
@@ -663,14 +663,18 @@ impl TableReader {
     /// A table that caches blocks as stored only checks the block here
     /// and caches the copy: the seek decompresses it when it reads it.
     fn cache_read_ahead(&self, handle: BlockHandle, raw: &[u8]) {
-        if self.cache_stored {
-            if let Ok(Some(stored)) = check_stored(raw, &self.name, handle) {
-                self.cache_stored_block(handle, stored);
-                return;
-            }
+        if !self.cache_stored {
+            let _ = decode_data_block(raw, &self.name, handle, false)
+                .and_then(|f| self.block_from(handle, f, true));
+            return;
         }
-        let _ = decode_data_block(raw, &self.name, handle, false)
-            .and_then(|f| self.block_from(handle, f, true));
+        match check_stored(raw, &self.name, handle) {
+            Ok(Checked::Stored(stored)) => self.cache_stored_block(handle, stored),
+            Ok(Checked::Plain(f)) => {
+                let _ = self.block_from(handle, f, true);
+            }
+            Err(_) => {}
+        }
     }
 
     /// An iterator over data block `block` of this table, comparing
