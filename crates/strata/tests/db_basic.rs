@@ -683,3 +683,41 @@ fn table_readers_memory_is_what_they_hold_outside_the_cache() {
         assert!(cache > 256, "the data block the get read: {cache} bytes");
     }
 }
+
+/// Write buffers of 16 MiB and more build memtables of 2 MiB mapped
+/// blocks, which a flushed memtable hands to the next ones of its family
+/// (still holding its old entries). Across several such memtables, keys
+/// rewritten in each, every read answers the newest write.
+#[test]
+fn memtables_on_a_flushed_memtables_blocks_read_their_own_writes() {
+    let fs = MemFileSystem::new();
+    let mut opts = mem_opts(&fs);
+    opts.set_write_buffer_size(16 << 20);
+    let db = DB::open(&opts, "/db").unwrap();
+    let keys = 20_000u32;
+    let mut model = std::collections::BTreeMap::new();
+    // Four rounds of about 11 MB each: a memtable switch and flush in each
+    // of the later rounds, every key rewritten with the round's value.
+    for round in 0..4u32 {
+        for i in 0..keys {
+            let key = format!("key{:06}", (i * 7919) % keys);
+            let value = format!("{round}:{i}:{}", "v".repeat(500));
+            db.put(key.as_bytes(), value.as_bytes()).unwrap();
+            model.insert(key.into_bytes(), value.into_bytes());
+        }
+        if round % 2 == 1 {
+            db.flush().unwrap();
+        }
+    }
+    let got: Vec<(Vec<u8>, Vec<u8>)> = db
+        .iterator(IteratorMode::Start)
+        .map(|kv| {
+            let (k, v) = kv.unwrap();
+            (k.to_vec(), v.to_vec())
+        })
+        .collect();
+    assert!(got == model.clone().into_iter().collect::<Vec<_>>());
+    for (k, v) in model.iter().step_by(101) {
+        assert_eq!(db.get(k).unwrap().as_deref(), Some(&v[..]));
+    }
+}

@@ -18,7 +18,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::env::{FileLock, FileSystem};
 use crate::error::{Error, Result};
 use crate::key::{Comparator, InternalKeyComparator, SequenceNumber};
-use crate::memtable::MemTable;
+use crate::memtable::{MemTable, SpareBlocks};
 use crate::version::{add_live_files, Version, VersionSet, NUM_LEVELS};
 use crate::wal::LogWriter;
 
@@ -235,6 +235,9 @@ pub(crate) struct DbInner {
     /// Set once the family is dropped: writes and reads through its
     /// handle fail.
     pub(crate) dropped: AtomicBool,
+    /// The family's flushed memtables' arena blocks, for its next ones
+    /// (up to one write buffer).
+    pub(crate) spare_blocks: Arc<SpareBlocks>,
 }
 
 impl std::ops::Deref for DbInner {
@@ -316,9 +319,10 @@ impl DbInner {
     /// An empty memtable for this family: its comparator, its arena sized
     /// by its write buffer.
     pub(crate) fn new_memtable(&self) -> Arc<MemTable> {
-        Arc::new(MemTable::new(
+        Arc::new(MemTable::with_spare(
             self.icmp.clone(),
             self.opts.write_buffer_size,
+            Some(self.spare_blocks.clone()),
         ))
     }
 

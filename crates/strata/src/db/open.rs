@@ -10,7 +10,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::key::InternalKeyComparator;
-use crate::memtable::MemTable;
+use crate::memtable::{MemTable, SpareBlocks};
 use crate::version::{
     VersionEdit, VersionSet, DEFAULT_COLUMN_FAMILY_ID, DEFAULT_COLUMN_FAMILY_NAME,
 };
@@ -317,6 +317,7 @@ pub(crate) fn make_cf(shared: &Arc<DbShared>, id: u32, name: &str, opts: &Option
     )
     .with_merge_operator(opts.merge_operator.as_ref().map(|m| m.name().to_string()))
     .with_packed_lazy_checksums(opts.packed.as_ref().is_some_and(|p| p.lazy_checksums));
+    let spare_blocks = SpareBlocks::new(opts.write_buffer_size);
     DbInner {
         shared: shared.clone(),
         id,
@@ -326,11 +327,16 @@ pub(crate) fn make_cf(shared: &Arc<DbShared>, id: u32, name: &str, opts: &Option
         user_cmp: ucmp,
         table_cache,
         read_view: ArcSwap::from_pointee(ReadView {
-            mem: Arc::new(MemTable::new(icmp.clone(), opts.write_buffer_size)),
+            mem: Arc::new(MemTable::with_spare(
+                icmp.clone(),
+                opts.write_buffer_size,
+                Some(spare_blocks.clone()),
+            )),
             imm: Vec::new(),
             version: Arc::new(crate::version::Version::empty()),
         }),
         dropped: AtomicBool::new(false),
+        spare_blocks,
     }
 }
 

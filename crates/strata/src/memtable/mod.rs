@@ -22,6 +22,7 @@
 //!   write path compares against the write buffer size to decide a flush.
 
 mod arena;
+pub(crate) use arena::SpareBlocks;
 mod entry;
 mod iter;
 mod skiplist;
@@ -103,10 +104,21 @@ impl MemTable {
     /// switches memtables at `write_buffer_size` bytes (which sizes the
     /// arena's blocks: [`arena::block_size_for`]).
     pub fn new(cmp: InternalKeyComparator, write_buffer_size: usize) -> MemTable {
+        MemTable::with_spare(cmp, write_buffer_size, None)
+    }
+
+    /// [`MemTable::new`], its arena's mapped blocks taken from and given
+    /// back to `spare` (its column family's: [`SpareBlocks`]).
+    pub(crate) fn with_spare(
+        cmp: InternalKeyComparator,
+        write_buffer_size: usize,
+        spare: Option<Arc<SpareBlocks>>,
+    ) -> MemTable {
         MemTable {
             list: SkipList::new(
                 InternalKeyOrder::new(cmp),
                 arena::block_size_for(write_buffer_size),
+                spare,
             ),
             num_deletes: AtomicUsize::new(0),
             first_sequence: AtomicU64::new(u64::MAX),

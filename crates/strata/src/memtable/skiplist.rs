@@ -85,10 +85,11 @@ use std::marker::PhantomData;
 use std::mem::{align_of, size_of};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use super::arena::Arena;
+use super::arena::{Arena, SpareBlocks};
 use crate::util::coding::varint_length;
 
 /// Tallest tower.
@@ -338,9 +339,10 @@ impl<C> fmt::Debug for SkipList<C> {
 
 impl<C: EntryOrder> SkipList<C> {
     /// An empty list ordered by `order`, its arena's blocks growing to
-    /// `block_size` bytes (see [`super::arena::block_size_for`]).
-    pub(crate) fn new(order: C, block_size: usize) -> SkipList<C> {
-        let arena = Arena::new(block_size);
+    /// `block_size` bytes (see [`super::arena::block_size_for`]), its
+    /// mapped blocks recycled through `spare`.
+    pub(crate) fn new(order: C, block_size: usize, spare: Option<Arc<SpareBlocks>>) -> SkipList<C> {
+        let arena = Arena::new(block_size, spare);
         let head = allocate_node(&arena, MAX_HEIGHT, &[]);
         SkipList {
             order,
@@ -900,7 +902,7 @@ mod tests {
     /// height and entry lengths around each varint length boundary.
     #[test]
     fn node_size_varint_round_trips() {
-        let arena = Arena::new(4096);
+        let arena = Arena::new(4096, None);
         // Miri checks the unsafe code on short entries; long ones only
         // move the varint to three bytes.
         let lens: &[usize] = if cfg!(miri) {
@@ -974,7 +976,7 @@ mod tests {
 
     #[test]
     fn empty_list() {
-        let list = SkipList::new(Bytewise, 4096);
+        let list = SkipList::new(Bytewise, 4096, None);
         assert_eq!(list.len(), 0);
         assert!(list.first().is_none() && list.last().is_none());
         assert!(list.seek(b"a").is_none() && list.find_less_than(b"a").is_none());
@@ -982,7 +984,7 @@ mod tests {
 
     #[test]
     fn ordered_after_shuffled_inserts() {
-        let list = SkipList::new(Bytewise, super::super::arena::HUGE_BLOCK);
+        let list = SkipList::new(Bytewise, super::super::arena::HUGE_BLOCK, None);
         let n: u32 = if cfg!(miri) { 300 } else { 2000 };
         let mut keys: Vec<u32> = (0..n).map(|i| (i * 7919) % n).collect();
         for k in &keys {
@@ -1003,7 +1005,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "duplicate")]
     fn duplicate_key_panics() {
-        let list = SkipList::new(Bytewise, 4096);
+        let list = SkipList::new(Bytewise, 4096, None);
         list.insert(&[b"a"]);
         list.insert(&[b"a"]);
     }
@@ -1021,7 +1023,7 @@ mod tests {
         let (seeds, runs) = if cfg!(miri) { (2, 4) } else { (20, 30) };
         for seed in 0..seeds {
             let mut rng = StdRng::seed_from_u64(seed);
-            let list = SkipList::new(Bytewise, super::super::arena::HUGE_BLOCK);
+            let list = SkipList::new(Bytewise, super::super::arena::HUGE_BLOCK, None);
             let mut model = BTreeSet::new();
             for _run in 0..runs {
                 let len = rng.gen_range(1..200u32);
@@ -1067,7 +1069,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "duplicate")]
     fn duplicate_next_to_splice_panics() {
-        let list = SkipList::new(Bytewise, 4096);
+        let list = SkipList::new(Bytewise, 4096, None);
         let mut writer = list.writer();
         writer.insert(&[b"b"]);
         writer.insert(&[b"c"]);
@@ -1102,7 +1104,7 @@ mod tests {
                 })
                 .collect()
         };
-        let list = SkipList::new(Bytewise, super::super::arena::HUGE_BLOCK);
+        let list = SkipList::new(Bytewise, super::super::arena::HUGE_BLOCK, None);
         let mut model = BTreeSet::new();
         for round in 0..rounds {
             let done = AtomicBool::new(false);
