@@ -685,7 +685,7 @@ fn table_readers_memory_is_what_they_hold_outside_the_cache() {
 }
 
 /// Write buffers of 16 MiB and more build memtables of 2 MiB mapped
-/// blocks, which a flushed memtable hands to the next ones of its family
+/// blocks, which a flushed memtable hands to the next ones of its database
 /// (still holding its old entries). Across several such memtables, keys
 /// rewritten in each, every read answers the newest write.
 #[test]

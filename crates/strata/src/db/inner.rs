@@ -235,9 +235,6 @@ pub(crate) struct DbInner {
     /// Set once the family is dropped: writes and reads through its
     /// handle fail.
     pub(crate) dropped: AtomicBool,
-    /// The family's flushed memtables' arena blocks, for its next ones
-    /// (up to one write buffer).
-    pub(crate) spare_blocks: Arc<SpareBlocks>,
 }
 
 impl std::ops::Deref for DbInner {
@@ -259,6 +256,9 @@ pub(crate) struct DbShared {
     /// The block cache of every family whose options name none (32 MiB,
     /// RocksDB's default).
     pub(crate) default_block_cache: Arc<crate::cache::BlockCache>,
+    /// Flushed memtables' arena blocks, for the next memtables of any
+    /// family (up to the largest family's write buffer).
+    pub(crate) spare_blocks: Arc<SpareBlocks>,
     /// Signalled when background work finishes (memtable flushed, L0
     /// shrunk, error recorded): stalled writers and `flush` wait on it.
     pub(crate) bg_done: Condvar,
@@ -322,7 +322,7 @@ impl DbInner {
         Arc::new(MemTable::with_spare(
             self.icmp.clone(),
             self.opts.write_buffer_size,
-            Some(self.spare_blocks.clone()),
+            Some(self.shared.spare_blocks.clone()),
         ))
     }
 

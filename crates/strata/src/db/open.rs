@@ -317,7 +317,7 @@ pub(crate) fn make_cf(shared: &Arc<DbShared>, id: u32, name: &str, opts: &Option
     )
     .with_merge_operator(opts.merge_operator.as_ref().map(|m| m.name().to_string()))
     .with_packed_lazy_checksums(opts.packed.as_ref().is_some_and(|p| p.lazy_checksums));
-    let spare_blocks = SpareBlocks::new(opts.write_buffer_size);
+    shared.spare_blocks.keep_up_to(opts.write_buffer_size);
     DbInner {
         shared: shared.clone(),
         id,
@@ -330,13 +330,12 @@ pub(crate) fn make_cf(shared: &Arc<DbShared>, id: u32, name: &str, opts: &Option
             mem: Arc::new(MemTable::with_spare(
                 icmp.clone(),
                 opts.write_buffer_size,
-                Some(spare_blocks.clone()),
+                Some(shared.spare_blocks.clone()),
             )),
             imm: Vec::new(),
             version: Arc::new(crate::version::Version::empty()),
         }),
         dropped: AtomicBool::new(false),
-        spare_blocks,
     }
 }
 
@@ -393,6 +392,7 @@ fn build(
         fs: fs.clone(),
         state: Mutex::new(state),
         default_block_cache: Arc::new(BlockCache::new(DEFAULT_BLOCK_CACHE_BYTES, None)),
+        spare_blocks: SpareBlocks::new(opts.write_buffer_size),
         visible_sequence: AtomicU64::new(sequence),
         bg_done: Condvar::new(),
         bg_work: Condvar::new(),

@@ -13,8 +13,8 @@
 //! marked `MADV_HUGEPAGE`: where transparent huge pages are enabled (the
 //! `madvise` or `always` setting) each block is one huge page, and a
 //! random insert's search over a 64 MiB memtable stops paying a TLB miss
-//! per node it visits. When the memtable drops they go to its column
-//! family's [`SpareBlocks`], up to one write buffer's worth, for the next
+//! per node it visits. When the memtable drops they go to its database's
+//! [`SpareBlocks`], up to one write buffer's worth, for the next
 //! memtable to take instead of mapping new ones, and the rest back to the
 //! system, without passing through the heap. A new mapping is zeroed by
 //! the kernel page by page as it is first written (and, in a virtual
@@ -101,17 +101,19 @@ pub(crate) struct Arena {
 }
 
 /// Mapped [`HUGE_BLOCK`]s of dropped arenas, kept for the next arenas of
-/// the same column family, up to a limit (one write buffer's worth): a
-/// memtable's blocks, freed by its flush, serve the memtable that follows
-/// without being mapped and zeroed again. The blocks mapped at any time
-/// stay within what the memtables held at their peak (the active one and
-/// the ones being flushed), as before; only the dips between flushes are
-/// gone. Unmapped when the last holder drops.
+/// the same database (one pool for all its column families), up to a
+/// limit (the largest family's write buffer): a memtable's blocks, freed
+/// by its flush, serve the memtable that follows without being mapped and
+/// zeroed again. A block is kept only as an arena drops it, and an arena
+/// maps a new one only when none is kept, so the blocks mapped at any
+/// time (in memtables and kept) never exceed what the database's
+/// memtables held together at their peak; only the dips between flushes
+/// are gone. Unmapped when the last holder drops.
 pub(crate) struct SpareBlocks {
     /// Start addresses of the kept blocks.
     blocks: Mutex<Vec<NonNull<u8>>>,
     /// Most blocks kept.
-    max_blocks: usize,
+    max_blocks: AtomicUsize,
 }
 
 // SAFETY: the kept blocks are owned by the pool alone (no arena points into
@@ -125,19 +127,27 @@ impl fmt::Debug for SpareBlocks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SpareBlocks")
             .field("kept", &self.blocks.lock().len())
-            .field("max_blocks", &self.max_blocks)
+            .field("max_blocks", &self.max_blocks.load(Ordering::Relaxed))
             .finish()
     }
 }
 
 impl SpareBlocks {
     /// A pool that keeps up to `max_bytes` of blocks (rounded down to
-    /// whole blocks): a column family's write buffer size.
+    /// whole blocks): the write buffer size of the database's first
+    /// column family.
     pub(crate) fn new(max_bytes: usize) -> Arc<SpareBlocks> {
         Arc::new(SpareBlocks {
             blocks: Mutex::new(Vec::new()),
-            max_blocks: max_bytes / HUGE_BLOCK,
+            max_blocks: AtomicUsize::new(max_bytes / HUGE_BLOCK),
         })
+    }
+
+    /// Raises the limit to `max_bytes` if it is below: a column family
+    /// with a larger write buffer was opened or created.
+    pub(crate) fn keep_up_to(&self, max_bytes: usize) {
+        self.max_blocks
+            .fetch_max(max_bytes / HUGE_BLOCK, Ordering::Relaxed);
     }
 
     /// A kept block, if any.
@@ -149,7 +159,7 @@ impl SpareBlocks {
     /// arena), or unmaps it if the pool is full.
     fn keep(&self, block: NonNull<u8>) {
         let mut blocks = self.blocks.lock();
-        if blocks.len() < self.max_blocks {
+        if blocks.len() < self.max_blocks.load(Ordering::Relaxed) {
             blocks.push(block);
         } else {
             drop(blocks);
@@ -542,5 +552,23 @@ mod tests {
             "old {old:x?}, new {new:x?}"
         );
         assert!(new.iter().all(|a| a % HUGE_BLOCK == 0));
+    }
+
+    /// A pool's limit rises with the largest write buffer it is told of
+    /// and never falls.
+    #[test]
+    fn the_pool_keeps_up_to_the_largest_limit() {
+        if !cfg!(all(target_os = "linux", not(miri))) {
+            return; // no block is mapped, so none is kept
+        }
+        let spare = SpareBlocks::new(HUGE_BLOCK);
+        spare.keep_up_to(3 * HUGE_BLOCK);
+        spare.keep_up_to(2 * HUGE_BLOCK);
+        let arena = Arena::new(HUGE_BLOCK, Some(spare.clone()));
+        while arena.memory_usage() < 6 * HUGE_BLOCK {
+            fill(arena.allocate(1000, 8), 1000, 3);
+        }
+        drop(arena);
+        assert_eq!(spare.len(), 3);
     }
 }

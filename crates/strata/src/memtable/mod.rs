@@ -108,7 +108,7 @@ impl MemTable {
     }
 
     /// [`MemTable::new`], its arena's mapped blocks taken from and given
-    /// back to `spare` (its column family's: [`SpareBlocks`]).
+    /// back to `spare` (its database's: [`SpareBlocks`]).
     pub(crate) fn with_spare(
         cmp: InternalKeyComparator,
         write_buffer_size: usize,
