@@ -525,3 +525,78 @@ fn a_get_answered_from_a_cached_block_reads_no_older_block() {
     drop(db);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The names of this process's threads.
+fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .flatten()
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Scans over tables of several 256 KiB windows read with direct I/O, whose
+/// next windows are read in the background: whole scans, scans from random
+/// seeks, scans over partly cached tables, and iterators dropped halfway
+/// give the model's entries.
+#[test]
+fn scans_that_read_ahead_in_the_background_keep_the_model() {
+    let Some(dir) = direct_dir("background") else {
+        return;
+    };
+    let mut opts = options(true, false);
+    opts.set_write_buffer_size(4 << 20);
+    opts.set_target_file_size_base(8 << 20);
+    let mut t = BlockBasedOptions::default();
+    t.set_block_size(4096);
+    t.set_block_cache(&strata_kv::Cache::new_lru_cache(1 << 20));
+    opts.set_block_based_table_factory(&t);
+    let mut rng = StdRng::seed_from_u64(17);
+    let mut model = BTreeMap::new();
+    let db = DB::open(&opts, &dir).unwrap();
+    write_random(&db, &mut model, &mut rng, 30_000, 1, 0.05, 300);
+    db.compact_range(None::<&[u8]>, None::<&[u8]>).unwrap();
+    let tables = open_tables();
+    let big = tables
+        .iter()
+        .filter(|(p, direct)| p.starts_with(&*dir.to_string_lossy()) && *direct)
+        .filter(|(p, _)| std::fs::metadata(p).unwrap().len() > 3 * (256 << 10))
+        .count();
+    assert!(big > 0, "no table of several windows: {tables:?}");
+    for round in 0..3 {
+        check(&db, &model, &mut rng, &format!("round {round}"));
+        // Seeks, each followed by a run of steps long enough to cross
+        // windows; every other iterator dropped halfway through its run.
+        let mut it = db.raw_iterator();
+        for seek in 0..20 {
+            let k = format!("{:08}", rng.gen_range(0..40_000u32)).into_bytes();
+            it.seek(&k);
+            let steps = if seek % 2 == 0 { 3_000 } else { 300 };
+            check_steps(
+                &mut it,
+                model.range(k..),
+                steps,
+                |i| i.next(),
+                "seek",
+                round,
+            );
+        }
+        drop(it);
+        // Some blocks cached by random gets before the next round's scan.
+        for _ in 0..3_000 {
+            let k = format!("{:08}", rng.gen_range(0..40_000u32)).into_bytes();
+            assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned());
+        }
+    }
+    assert!(
+        thread_names().iter().any(|n| n.starts_with("strata-read")),
+        "no background read was made: {:?}",
+        thread_names()
+    );
+    drop(db);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -12,6 +12,7 @@ mod direct;
 mod fault;
 mod memory;
 mod posix;
+pub(crate) mod prefetch;
 pub(crate) mod rate_limiter;
 
 pub(crate) use direct::{read_direct_batch, DirectRead};

@@ -1,12 +1,21 @@
 //! Readahead for sequential scans (RocksDB's `FilePrefetchBuffer`): once a
-//! table iterator has read data blocks back to back from the file, it
-//! reads the next [`READAHEAD_BYTES`] in one call and serves the blocks
-//! that follow from that buffer. Each block is still checked and
-//! decompressed on its own ([`decode_data_block`]), so nothing about its
-//! integrity changes; only the number of reads (system calls) drops.
+//! table iterator has visited data blocks back to back, it reads the next
+//! [`READAHEAD_BYTES`] in one call and serves the blocks that follow from
+//! that buffer. Each block is still checked and decompressed on its own
+//! ([`decode_data_block`]), so nothing about its integrity changes; only
+//! the number of reads (system calls) drops.
+//!
+//! A scan over a file read with direct I/O also asks for the window after
+//! the one it is reading, in the background ([`read_in_background`]), and
+//! goes on decompressing and merging while the device reads it: the
+//! page cache's own readahead is not there to do that. The next window
+//! begins where the current one ends; the block cut by that end is joined
+//! from the two. A compaction's reads stay in its own thread (no user
+//! waits on them).
 
 use std::sync::Arc;
 
+use crate::env::prefetch::{read_in_background, PendingRead};
 use crate::env::RandomAccessFile;
 use crate::error::Result;
 
@@ -15,23 +24,51 @@ use super::format::{decode_data_block, read_data_block, BlockHandle, FetchedBloc
 /// Bytes one readahead reads: 256 KiB, as RocksDB's default maximum.
 pub(crate) const READAHEAD_BYTES: u64 = 256 << 10;
 
-/// Back-to-back block reads from the file after which reads go ahead.
+/// Back-to-back block reads after which reads go ahead.
 const SEQUENTIAL_READS_MIN: u32 = 2;
 
+/// When the window after the current one is read in the background.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Background {
+    /// Never (a compaction's reads).
+    Never,
+    /// For files read with direct I/O (a user's scans).
+    #[default]
+    Direct,
+    /// Always (tests of the background path on files in memory).
+    #[cfg(test)]
+    Always,
+}
+
+/// The window after the current one, being read in the background.
+#[derive(Debug)]
+struct NextWindow {
+    start: u64,
+    len: u64,
+    read: PendingRead,
+}
+
 /// One iterator's readahead buffer over one table file. At most
-/// [`READAHEAD_BYTES`] (or one block, if larger) are held.
+/// [`READAHEAD_BYTES`] (or one block, if larger) are held, and as much
+/// again while the next window is read in the background.
 #[derive(Debug, Default)]
 pub(crate) struct Readahead {
     /// Bytes per read ahead when set (a compaction's
     /// `compaction_readahead_size`, from the first read on); 0: the
     /// adaptive default ([`READAHEAD_BYTES`] after a few sequential reads).
     fixed: u64,
+    background: Background,
     buf: Vec<u8>,
     /// File offset of `buf[0]`.
     start: u64,
-    /// End of the last block read from the file (not from the buffer).
+    /// End of the last block visited: read, served from the buffer or
+    /// found in the block cache.
     last_end: u64,
     sequential_reads: u32,
+    next: Option<NextWindow>,
+    /// Windows taken from background reads.
+    #[cfg(test)]
+    pub(crate) taken: usize,
 }
 
 impl Readahead {
@@ -40,6 +77,17 @@ impl Readahead {
     pub(crate) fn fixed(bytes: u64) -> Readahead {
         Readahead {
             fixed: bytes,
+            background: Background::Never,
+            ..Readahead::default()
+        }
+    }
+
+    /// The adaptive default, reading the next window in the background
+    /// over any file (the tests' files in memory have no direct I/O).
+    #[cfg(test)]
+    pub(crate) fn background_always() -> Readahead {
+        Readahead {
+            background: Background::Always,
             ..Readahead::default()
         }
     }
@@ -48,13 +96,40 @@ impl Readahead {
     /// compaction keeps every input's iterator until the merge ends, so
     /// without this each finished input would hold its last window.
     pub(crate) fn release(&mut self) {
-        *self = Readahead::fixed(self.fixed);
+        let empty = Readahead {
+            fixed: self.fixed,
+            background: self.background,
+            ..Readahead::default()
+        };
+        #[cfg(test)]
+        let empty = Readahead {
+            taken: self.taken,
+            ..empty
+        };
+        *self = empty;
     }
 
-    /// Bytes the buffer holds (its capacity).
+    /// Bytes the buffer holds (its capacity), and the window being read
+    /// in the background.
     #[cfg(test)]
     pub(crate) fn held(&self) -> usize {
-        self.buf.capacity()
+        self.buf.capacity() + self.next.as_ref().map_or(0, |n| n.len as usize)
+    }
+
+    /// The block at `handle` was found in the block cache: the scan's
+    /// pattern goes on (a scan over partly cached data still reads ahead).
+    pub(crate) fn passed(&mut self, handle: BlockHandle) {
+        self.visit(handle);
+    }
+
+    /// Records a visit of `handle` outside the buffer: sequential or not.
+    fn visit(&mut self, handle: BlockHandle) {
+        if handle.offset == self.last_end {
+            self.sequential_reads = self.sequential_reads.saturating_add(1);
+        } else {
+            self.sequential_reads = 0;
+        }
+        self.last_end = handle.end_with_trailer();
     }
 
     /// The checked, decompressed block at `handle`: from the buffer when
@@ -62,24 +137,59 @@ impl Readahead {
     /// with its stored bytes too if `keep` ([`read_data_block`]).
     pub(crate) fn read(
         &mut self,
-        file: &dyn RandomAccessFile,
+        file: &Arc<dyn RandomAccessFile>,
         name: &Arc<str>,
         handle: BlockHandle,
         keep: bool,
     ) -> Result<FetchedBlock> {
         let end = handle.end_with_trailer();
-        let held = self.start + self.buf.len() as u64;
-        if handle.offset >= self.start && end <= held && !self.buf.is_empty() {
-            let from = (handle.offset - self.start) as usize;
-            let to = (end - self.start) as usize;
-            return decode_data_block(&self.buf[from..to], name, handle, keep);
+        if let Some(at) = self.in_buffer(handle) {
+            // Still sequential: the block cut by the window's end, next,
+            // is read with a new window, not alone.
+            self.last_end = end;
+            return decode_data_block(
+                &self.buf[at..at + (end - handle.offset) as usize],
+                name,
+                handle,
+                keep,
+            );
         }
-        if handle.offset == self.last_end {
-            self.sequential_reads += 1;
-        } else {
-            self.sequential_reads = 0;
+        if let Some(next) = self.next.take() {
+            let held = self.start + self.buf.len() as u64;
+            let next_end = next.start + next.len;
+            // In the next window, or begun in this one and ended in it.
+            let whole = handle.offset >= next.start;
+            let cut = !self.buf.is_empty() && handle.offset >= self.start && handle.offset < held;
+            if (whole || cut) && end > next.start && end <= next_end {
+                let (buf, result) = next.read.wait();
+                if result.is_ok() {
+                    #[cfg(test)]
+                    {
+                        self.taken += 1;
+                    }
+                    // The head of a cut block, before the window moves on.
+                    let head = match whole {
+                        true => Vec::new(),
+                        false => self.buf[(handle.offset - self.start) as usize..].to_vec(),
+                    };
+                    let spare = std::mem::replace(&mut self.buf, buf);
+                    self.start = next.start;
+                    self.visit(handle);
+                    self.read_next(file, spare);
+                    let to = (end - self.start) as usize;
+                    if whole {
+                        let at = (handle.offset - self.start) as usize;
+                        return decode_data_block(&self.buf[at..to], name, handle, keep);
+                    }
+                    let mut joined = head;
+                    joined.extend_from_slice(&self.buf[..to]);
+                    return decode_data_block(&joined, name, handle, keep);
+                }
+                // Failed: read below, alone or ahead, for the error.
+            }
+            // Otherwise the scan jumped: the window is dropped unread.
         }
-        self.last_end = end;
+        self.visit(handle);
         let file_size = file.size();
         let (ahead, sequential_min) = match self.fixed {
             0 => (READAHEAD_BYTES, SEQUENTIAL_READS_MIN),
@@ -91,7 +201,7 @@ impl Readahead {
         {
             // (A block past the end of the file or over the size limit:
             // read_data_block reports it.)
-            return read_data_block(file, name, handle, keep);
+            return read_data_block(&**file, name, handle, keep);
         }
         let len = ahead
             .max(end - handle.offset)
@@ -104,7 +214,42 @@ impl Readahead {
             self.buf.clear();
             return Err(e);
         }
+        self.read_next(file, Vec::new());
         let to = (end - self.start) as usize;
         decode_data_block(&self.buf[..to], name, handle, keep)
+    }
+
+    /// Where the buffer holds the block at `handle`.
+    fn in_buffer(&self, handle: BlockHandle) -> Option<usize> {
+        let held = self.start + self.buf.len() as u64;
+        (handle.offset >= self.start && handle.end_with_trailer() <= held && !self.buf.is_empty())
+            .then(|| (handle.offset - self.start) as usize)
+    }
+
+    /// Starts reading the window after the buffer's in the background
+    /// (into `spare`, reused), if this scan reads so and the file goes on.
+    fn read_next(&mut self, file: &Arc<dyn RandomAccessFile>, mut spare: Vec<u8>) {
+        let background = match self.background {
+            Background::Never => false,
+            Background::Direct => file.direct_io().is_some(),
+            #[cfg(test)]
+            Background::Always => true,
+        };
+        let held = self.start + self.buf.len() as u64;
+        let file_size = file.size();
+        if !background || held >= file_size || self.buf.is_empty() {
+            return;
+        }
+        // Right after the buffer: a block the buffer's end cuts is joined
+        // from the two. One default window, even after a buffer widened to
+        // hold a large block: a block larger than that is read alone.
+        let start = held;
+        let len = READAHEAD_BYTES.min(file_size - start);
+        spare.resize(len as usize, 0);
+        self.next = Some(NextWindow {
+            start,
+            len,
+            read: read_in_background(file.clone(), start, spare),
+        });
     }
 }

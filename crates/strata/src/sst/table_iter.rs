@@ -80,6 +80,20 @@ impl TableIterator {
         self.readahead.held()
     }
 
+    /// Reads each next window in the background whatever the file (only
+    /// direct-I/O files do so otherwise).
+    #[cfg(test)]
+    pub(crate) fn with_background_readahead(mut self) -> TableIterator {
+        self.readahead = super::readahead::Readahead::background_always();
+        self
+    }
+
+    /// Windows this iterator took from background reads.
+    #[cfg(test)]
+    pub(crate) fn background_windows(&self) -> usize {
+        self.readahead.taken
+    }
+
     /// Applies a read's block property filters: blocks and the table they
     /// rule out are passed without being read.
     pub(crate) fn with_filters(

@@ -424,19 +424,27 @@ impl TableReader {
 
     /// [`TableReader::read_data_block`] for a scan: a block not in the
     /// cache comes through `readahead` (read ahead once the scan's reads
-    /// are sequential).
+    /// are sequential), and one found there still counts in its pattern.
     pub(crate) fn read_data_block_ahead(
         &self,
         handle: BlockHandle,
         fill_cache: bool,
         readahead: &mut Readahead,
     ) -> Result<Block> {
-        self.cached_or_read(
+        let mut read = false;
+        let block = self.cached_or_read(
             handle,
             fill_cache,
             |_| {},
-            |t| readahead.read(&*t.file, &t.name, handle, t.keeps_stored(fill_cache)),
-        )
+            |t| {
+                read = true;
+                readahead.read(&t.file, &t.name, handle, t.keeps_stored(fill_cache))
+            },
+        );
+        if !read {
+            readahead.passed(handle);
+        }
+        block
     }
 
     /// The data block at `handle`, from the cache or read and checked

@@ -1979,3 +1979,131 @@ fn blocks_cached_as_stored_answer_as_decompressed_ones() {
     assert_eq!(usage[3], usage[0], "{usage:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A table of `n` entries from `seed` in 512-byte blocks, at least three
+/// readahead windows of data.
+fn multi_window_table(
+    seed: u64,
+    n: usize,
+) -> (Arc<dyn Comparator>, Entries, Vec<u8>, TableProperties) {
+    let t = small_block_table(seed, n);
+    assert!(
+        t.3.data_size > 3 * super::readahead::READAHEAD_BYTES,
+        "{} bytes of data",
+        t.3.data_size
+    );
+    t
+}
+
+/// A scan whose next windows are read in the background gives the same
+/// entries, takes most windows from those reads, and still reports a
+/// damaged block inside one as Corruption; seeks that jump away from a
+/// window in flight, and a scan dropped while one is, give right answers
+/// and leave nothing behind.
+#[test]
+fn background_windows_serve_scans_and_still_check_every_block() {
+    let (cmp, entries, mut bytes, props) = multi_window_table(34, 12_000);
+    let (table, file) = counting_table(&bytes, &cmp);
+    let (sync, sync_reads) = counted_scan(table.iter_opt(false), &file);
+    assert_eq!(sync, entries);
+    let before = file.reads.load(std::sync::atomic::Ordering::Relaxed);
+    let mut it = table.iter_opt(false).with_background_readahead();
+    let mut got = Vec::new();
+    it.seek_to_first();
+    while it.valid() {
+        got.push((it.key().to_vec(), it.value().to_vec()));
+        it.next();
+    }
+    it.status().unwrap();
+    assert_eq!(got, entries);
+    let windows = (props.data_size / super::readahead::READAHEAD_BYTES) as usize;
+    assert!(
+        it.background_windows() + 1 >= windows,
+        "{} windows from the background, about {windows} in the data",
+        it.background_windows()
+    );
+    let reads = file.reads.load(std::sync::atomic::Ordering::Relaxed) - before;
+    assert!(
+        reads <= sync_reads + windows / 4 + 2,
+        "{reads} reads with background windows, {sync_reads} without"
+    );
+
+    // Seeks anywhere, each followed by a few steps: the model's entries.
+    let mut rng = StdRng::seed_from_u64(34);
+    let mut it = table.iter_opt(false).with_background_readahead();
+    for _ in 0..300 {
+        let at = rng.gen_range(0..entries.len());
+        it.seek(&entries[at].0);
+        for want in entries[at..].iter().take(rng.gen_range(1..400)) {
+            assert!(it.valid());
+            assert_eq!((it.key(), it.value()), (&want.0[..], &want.1[..]));
+            it.next();
+        }
+    }
+    it.status().unwrap();
+    drop(it);
+
+    // Dropped halfway, with a window in flight.
+    let mut it = table.iter_opt(false).with_background_readahead();
+    it.seek_to_first();
+    for _ in 0..entries.len() / 2 {
+        it.next();
+    }
+    assert!(it.valid());
+    drop(it);
+
+    // A flipped byte deep in the table: the scan stops there.
+    let at = (props.data_size * 3 / 4) as usize;
+    bytes[at] ^= 0x40;
+    let (table, _) = counting_table(&bytes, &cmp);
+    let mut it = table.iter_opt(false).with_background_readahead();
+    it.seek_to_first();
+    let mut n = 0;
+    while it.valid() {
+        n += 1;
+        it.next();
+    }
+    assert!(n < entries.len(), "the scan went past the damaged block");
+    assert!(it.background_windows() > 0);
+    assert!(it.status().unwrap_err().is_corruption());
+}
+
+/// A scan over a table whose every third block is in the block cache
+/// still reads ahead: a cached block keeps the scan's pattern sequential,
+/// so the blocks between are not read one at a time.
+#[test]
+fn a_scan_over_partly_cached_blocks_still_reads_ahead() {
+    let (cmp, entries, bytes, props) = multi_window_table(35, 12_000);
+    let fs = MemFileSystem::new();
+    let path = Path::new("/p.sst");
+    crate::env::write_file_atomic(&fs, path, &bytes).unwrap();
+    let file = Arc::new(CountingFile {
+        inner: fs.open_random_access(path).unwrap(),
+        reads: Default::default(),
+    });
+    let cache = Arc::new(crate::cache::BlockCache::new(64 << 20, Some(0)));
+    let table =
+        Arc::new(TableReader::open_with_cache(file.clone(), "p.sst", cmp, Some(cache)).unwrap());
+    let mut index = table.index_iter().unwrap();
+    index.seek_to_first();
+    let mut k = 0;
+    while index.valid() {
+        if k % 3 == 0 {
+            let offset = table.footer().index.offset;
+            let handle = table
+                .decode_index_value(index.value(), offset)
+                .unwrap()
+                .handle;
+            table.read_data_block(handle, true).unwrap();
+        }
+        k += 1;
+        index.next();
+    }
+    let (got, reads) = counted_scan(table.iter_opt(false), &file);
+    assert_eq!(got, entries);
+    assert!(
+        reads * 10 < props.num_data_blocks as usize,
+        "{reads} reads for {} blocks, a third of them cached",
+        props.num_data_blocks
+    );
+}
