@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use super::RandomAccessFile;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Threads that make background reads. They spend their time waiting on
 /// the device, not on a core; a few let several scans' reads overlap.
@@ -54,21 +54,28 @@ struct Slot {
 struct Pool {
     queue: Mutex<VecDeque<Arc<Slot>>>,
     work: Condvar,
+    /// Threads that started; with none, nothing is queued.
+    threads: usize,
 }
 
 static POOL: OnceLock<Pool> = OnceLock::new();
 
 fn pool() -> &'static Pool {
     POOL.get_or_init(|| {
-        for i in 0..THREADS {
-            // A thread that cannot start leaves its share to the waiters.
-            let _ = std::thread::Builder::new()
-                .name(format!("strata-read-{i}"))
-                .spawn(worker);
-        }
+        // A thread that cannot start leaves its share to the others; the
+        // workers wait for this to finish before they look at the queue.
+        let threads = (0..THREADS)
+            .filter(|i| {
+                std::thread::Builder::new()
+                    .name(format!("strata-read-{i}"))
+                    .spawn(worker)
+                    .is_ok()
+            })
+            .count();
         Pool {
             queue: Mutex::new(VecDeque::new()),
             work: Condvar::new(),
+            threads,
         }
     })
 }
@@ -96,7 +103,13 @@ fn worker() {
                 }
             }
         };
-        let (buf, result) = job.run();
+        // A read that panics (a file system's bug) still wakes its waiter,
+        // with an error, and leaves the thread serving the others.
+        let (buf, result) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run()))
+            .unwrap_or_else(|_| {
+                let e = std::io::Error::other("the read panicked");
+                (Vec::new(), Err(Error::io("background read", e)))
+            });
         let mut state = slot.state.lock().unwrap_or_else(|e| e.into_inner());
         if matches!(*state, State::Running) {
             *state = State::Done(buf, result);
@@ -118,23 +131,27 @@ impl std::fmt::Debug for PendingRead {
 }
 
 /// Starts reading `buf.len()` bytes at `offset` of `file` into `buf` on a
-/// background thread; [`PendingRead::wait`] gives the buffer back.
+/// background thread; [`PendingRead::wait`] gives the buffer back. `None`
+/// where no background thread could be started.
 pub(crate) fn read_in_background(
     file: Arc<dyn RandomAccessFile>,
     offset: u64,
     buf: Vec<u8>,
-) -> PendingRead {
+) -> Option<PendingRead> {
+    let pool = pool();
+    if pool.threads == 0 {
+        return None;
+    }
     let slot = Arc::new(Slot {
         state: Mutex::new(State::Queued(Job { file, offset, buf })),
         done: Condvar::new(),
     });
-    let pool = pool();
     pool.queue
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .push_back(slot.clone());
     pool.work.notify_one();
-    PendingRead { slot }
+    Some(PendingRead { slot })
 }
 
 impl PendingRead {
@@ -175,7 +192,6 @@ impl Drop for PendingRead {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Error;
 
     #[derive(Debug)]
     struct Bytes(Vec<u8>);
@@ -209,7 +225,7 @@ mod tests {
             pending.push((
                 offset,
                 len,
-                read_in_background(file.clone(), offset, vec![0; len]),
+                read_in_background(file.clone(), offset, vec![0; len]).expect("threads started"),
             ));
         }
         let mut waited = 0;

@@ -45,6 +45,8 @@ enum Background {
 struct NextWindow {
     start: u64,
     len: u64,
+    /// Where the scan's reads ahead stop ([`Readahead::read`]'s).
+    limit: u64,
     read: PendingRead,
 }
 
@@ -66,9 +68,11 @@ pub(crate) struct Readahead {
     last_end: u64,
     sequential_reads: u32,
     next: Option<NextWindow>,
-    /// Windows taken from background reads.
+    /// Windows taken from background reads, and blocks joined from two.
     #[cfg(test)]
     pub(crate) taken: usize,
+    #[cfg(test)]
+    pub(crate) joined: usize,
 }
 
 impl Readahead {
@@ -104,6 +108,7 @@ impl Readahead {
         #[cfg(test)]
         let empty = Readahead {
             taken: self.taken,
+            joined: self.joined,
             ..empty
         };
         *self = empty;
@@ -134,13 +139,16 @@ impl Readahead {
 
     /// The checked, decompressed block at `handle`: from the buffer when
     /// it holds it, else read (ahead, when reads have been sequential);
-    /// with its stored bytes too if `keep` ([`read_data_block`]).
+    /// with its stored bytes too if `keep` ([`read_data_block`]). Reads
+    /// ahead stop at `data_end`, where the table's data blocks end (the
+    /// file's end where that is not known).
     pub(crate) fn read(
         &mut self,
         file: &Arc<dyn RandomAccessFile>,
         name: &Arc<str>,
         handle: BlockHandle,
         keep: bool,
+        data_end: u64,
     ) -> Result<FetchedBlock> {
         let end = handle.end_with_trailer();
         if let Some(at) = self.in_buffer(handle) {
@@ -175,11 +183,15 @@ impl Readahead {
                     let spare = std::mem::replace(&mut self.buf, buf);
                     self.start = next.start;
                     self.visit(handle);
-                    self.read_next(file, spare);
+                    self.read_next(file, spare, next.limit);
                     let to = (end - self.start) as usize;
                     if whole {
                         let at = (handle.offset - self.start) as usize;
                         return decode_data_block(&self.buf[at..to], name, handle, keep);
+                    }
+                    #[cfg(test)]
+                    {
+                        self.joined += 1;
                     }
                     let mut joined = head;
                     joined.extend_from_slice(&self.buf[..to]);
@@ -191,6 +203,13 @@ impl Readahead {
         }
         self.visit(handle);
         let file_size = file.size();
+        // Past the data blocks lie the table's own blocks, which a scan
+        // never reads through this buffer.
+        let limit = match data_end {
+            0 => file_size,
+            n => n.min(file_size),
+        }
+        .max(end);
         let (ahead, sequential_min) = match self.fixed {
             0 => (READAHEAD_BYTES, SEQUENTIAL_READS_MIN),
             n => (n, 0),
@@ -203,9 +222,7 @@ impl Readahead {
             // read_data_block reports it.)
             return read_data_block(&**file, name, handle, keep);
         }
-        let len = ahead
-            .max(end - handle.offset)
-            .min(file_size - handle.offset);
+        let len = ahead.max(end - handle.offset).min(limit - handle.offset);
         // Resized, not cleared: the read overwrites every byte, so only a
         // growing buffer is zero-filled (once), not every refill.
         self.buf.resize(len as usize, 0);
@@ -214,7 +231,7 @@ impl Readahead {
             self.buf.clear();
             return Err(e);
         }
-        self.read_next(file, Vec::new());
+        self.read_next(file, Vec::new(), limit);
         let to = (end - self.start) as usize;
         decode_data_block(&self.buf[..to], name, handle, keep)
     }
@@ -227,8 +244,9 @@ impl Readahead {
     }
 
     /// Starts reading the window after the buffer's in the background
-    /// (into `spare`, reused), if this scan reads so and the file goes on.
-    fn read_next(&mut self, file: &Arc<dyn RandomAccessFile>, mut spare: Vec<u8>) {
+    /// (into `spare`, reused), if this scan reads so and its data go on
+    /// before `limit`.
+    fn read_next(&mut self, file: &Arc<dyn RandomAccessFile>, mut spare: Vec<u8>, limit: u64) {
         let background = match self.background {
             Background::Never => false,
             Background::Direct => file.direct_io().is_some(),
@@ -236,20 +254,20 @@ impl Readahead {
             Background::Always => true,
         };
         let held = self.start + self.buf.len() as u64;
-        let file_size = file.size();
-        if !background || held >= file_size || self.buf.is_empty() {
+        if !background || held >= limit || self.buf.is_empty() {
             return;
         }
         // Right after the buffer: a block the buffer's end cuts is joined
         // from the two. One default window, even after a buffer widened to
         // hold a large block: a block larger than that is read alone.
         let start = held;
-        let len = READAHEAD_BYTES.min(file_size - start);
+        let len = READAHEAD_BYTES.min(limit - start);
         spare.resize(len as usize, 0);
-        self.next = Some(NextWindow {
+        self.next = read_in_background(file.clone(), start, spare).map(|read| NextWindow {
             start,
             len,
-            read: read_in_background(file.clone(), start, spare),
+            limit,
+            read,
         });
     }
 }

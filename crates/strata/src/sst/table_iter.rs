@@ -88,10 +88,11 @@ impl TableIterator {
         self
     }
 
-    /// Windows this iterator took from background reads.
+    /// Windows this iterator took from background reads, and blocks it
+    /// joined from two windows.
     #[cfg(test)]
-    pub(crate) fn background_windows(&self) -> usize {
-        self.readahead.taken
+    pub(crate) fn background_windows(&self) -> (usize, usize) {
+        (self.readahead.taken, self.readahead.joined)
     }
 
     /// Applies a read's block property filters: blocks and the table they

@@ -438,7 +438,8 @@ impl TableReader {
             |_| {},
             |t| {
                 read = true;
-                readahead.read(&t.file, &t.name, handle, t.keeps_stored(fill_cache))
+                let keep = t.keeps_stored(fill_cache);
+                readahead.read(&t.file, &t.name, handle, keep, t.props.data_size)
             },
         );
         if !read {

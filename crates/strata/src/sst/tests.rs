@@ -2017,11 +2017,12 @@ fn background_windows_serve_scans_and_still_check_every_block() {
     it.status().unwrap();
     assert_eq!(got, entries);
     let windows = (props.data_size / super::readahead::READAHEAD_BYTES) as usize;
+    let (taken, joined) = it.background_windows();
     assert!(
-        it.background_windows() + 1 >= windows,
-        "{} windows from the background, about {windows} in the data",
-        it.background_windows()
+        taken + 1 >= windows,
+        "{taken} windows from the background, about {windows} in the data"
     );
+    assert!(joined > 0, "no block was cut by a window's end");
     let reads = file.reads.load(std::sync::atomic::Ordering::Relaxed) - before;
     assert!(
         reads <= sync_reads + windows / 4 + 2,
@@ -2043,14 +2044,25 @@ fn background_windows_serve_scans_and_still_check_every_block() {
     it.status().unwrap();
     drop(it);
 
-    // Dropped halfway, with a window in flight.
+    // Dropped halfway, with a window asked for: its read lets go of the
+    // file once done (at once if no thread had started it).
+    let holders = Arc::strong_count(&file);
     let mut it = table.iter_opt(false).with_background_readahead();
     it.seek_to_first();
     for _ in 0..entries.len() / 2 {
         it.next();
     }
     assert!(it.valid());
+    assert!(it.readahead_held() > super::readahead::READAHEAD_BYTES as usize);
     drop(it);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while Arc::strong_count(&file) > holders {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dropped read kept its file"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 
     // A flipped byte deep in the table: the scan stops there.
     let at = (props.data_size * 3 / 4) as usize;
@@ -2064,8 +2076,51 @@ fn background_windows_serve_scans_and_still_check_every_block() {
         it.next();
     }
     assert!(n < entries.len(), "the scan went past the damaged block");
-    assert!(it.background_windows() > 0);
+    assert!(it.background_windows().0 > 0);
     assert!(it.status().unwrap_err().is_corruption());
+}
+
+/// The default readahead reads the next window in the background over a
+/// table opened with direct I/O, and not over the same table read
+/// through the page cache; both scans give the table's entries.
+#[test]
+fn only_direct_reads_read_the_next_window_in_the_background() {
+    use crate::env::{FileSystem, PosixFileSystem};
+    let (cmp, entries, bytes, props) = multi_window_table(36, 12_000);
+    let dir = std::env::temp_dir().join(format!("strata-ra-{}", std::process::id()));
+    let fs = PosixFileSystem;
+    fs.create_dir_all(&dir).unwrap();
+    let path = dir.join("000001.sst");
+    crate::env::write_file_atomic(&fs, &path, &bytes).unwrap();
+    let windows = (props.data_size / super::readahead::READAHEAD_BYTES) as usize;
+    for direct in [false, true] {
+        let file = match direct {
+            false => fs.open_random_access(&path).unwrap(),
+            true => match fs.open_random_access_direct(&path) {
+                Ok(f) if f.direct_io().is_some() => f,
+                _ => {
+                    eprintln!("{}: no O_DIRECT here", dir.display());
+                    continue;
+                }
+            },
+        };
+        let table = Arc::new(TableReader::open(file, "000001.sst", cmp.clone()).unwrap());
+        let mut it = table.iter_opt(false);
+        let mut got = Vec::new();
+        it.seek_to_first();
+        while it.valid() {
+            got.push((it.key().to_vec(), it.value().to_vec()));
+            it.next();
+        }
+        it.status().unwrap();
+        assert_eq!(got, entries, "direct {direct}");
+        let (taken, _) = it.background_windows();
+        match direct {
+            false => assert_eq!(taken, 0, "through the page cache"),
+            true => assert!(taken + 1 >= windows, "{taken} of about {windows} windows"),
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A scan over a table whose every third block is in the block cache
