@@ -193,31 +193,15 @@ impl Drop for PendingRead {
 mod tests {
     use super::*;
 
-    #[derive(Debug)]
-    struct Bytes(Vec<u8>);
-
-    impl RandomAccessFile for Bytes {
-        fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-            let at = offset as usize;
-            match self.0.get(at..at + buf.len()) {
-                Some(b) => {
-                    buf.copy_from_slice(b);
-                    Ok(())
-                }
-                None => Err(Error::invalid_argument(format!("past the end at {offset}"))),
-            }
-        }
-        fn size(&self) -> u64 {
-            self.0.len() as u64
-        }
-    }
-
     /// Many reads at once, waited for in any order or dropped unread: each
     /// waited one gives exactly its bytes, or the file's error.
     #[test]
     fn background_reads_give_the_files_bytes_or_its_error() {
         let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
-        let file: Arc<dyn RandomAccessFile> = Arc::new(Bytes(data.clone()));
+        let fs = crate::env::MemFileSystem::new();
+        let path = std::path::Path::new("/f");
+        crate::env::write_file_atomic(&fs, path, &data).unwrap();
+        let file = crate::env::FileSystem::open_random_access(&fs, path).unwrap();
         let mut pending = Vec::new();
         for i in 0..200u64 {
             let offset = (i * 4_999) % 110_000;

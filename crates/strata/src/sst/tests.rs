@@ -1435,6 +1435,15 @@ fn counting_table(
 /// the scan made.
 fn counted_scan(mut it: TableIterator, file: &CountingFile) -> (Entries, usize) {
     let before = file.reads.load(std::sync::atomic::Ordering::Relaxed);
+    let got = scan_from_first(&mut it);
+    (
+        got,
+        file.reads.load(std::sync::atomic::Ordering::Relaxed) - before,
+    )
+}
+
+/// Every entry of `it` from the first, checking that it ends without error.
+fn scan_from_first(it: &mut TableIterator) -> Entries {
     let mut got = Vec::new();
     it.seek_to_first();
     while it.valid() {
@@ -1442,10 +1451,7 @@ fn counted_scan(mut it: TableIterator, file: &CountingFile) -> (Entries, usize) 
         it.next();
     }
     it.status().unwrap();
-    (
-        got,
-        file.reads.load(std::sync::atomic::Ordering::Relaxed) - before,
-    )
+    got
 }
 
 /// 3,000 random entries (from `seed`) written in 512-byte data blocks:
@@ -1485,15 +1491,21 @@ fn scans_read_ahead_and_still_check_every_block() {
     let at = (props.data_size / 2) as usize;
     bytes[at] ^= 0x40;
     let (table, _) = counting_table(&bytes, &cmp);
-    let mut it = table.iter_opt(false);
+    stops_at_corruption(table.iter_opt(false), entries.len());
+}
+
+/// Scans `it` from the first entry: it stops with `Corruption` before
+/// `entries` entries. The iterator, for more checks.
+fn stops_at_corruption(mut it: TableIterator, entries: usize) -> TableIterator {
     it.seek_to_first();
     let mut n = 0;
     while it.valid() {
         n += 1;
         it.next();
     }
-    assert!(n < entries.len(), "the scan went past the damaged block");
+    assert!(n < entries, "the scan went past the damaged block");
     assert!(it.status().unwrap_err().is_corruption());
+    it
 }
 
 /// A compaction's fixed readahead (`compaction_readahead_size`) reads
@@ -2008,14 +2020,7 @@ fn background_windows_serve_scans_and_still_check_every_block() {
     assert_eq!(sync, entries);
     let before = file.reads.load(std::sync::atomic::Ordering::Relaxed);
     let mut it = table.iter_opt(false).with_background_readahead();
-    let mut got = Vec::new();
-    it.seek_to_first();
-    while it.valid() {
-        got.push((it.key().to_vec(), it.value().to_vec()));
-        it.next();
-    }
-    it.status().unwrap();
-    assert_eq!(got, entries);
+    assert_eq!(scan_from_first(&mut it), entries);
     let windows = (props.data_size / super::readahead::READAHEAD_BYTES) as usize;
     let (taken, joined) = it.background_windows();
     assert!(
@@ -2068,16 +2073,9 @@ fn background_windows_serve_scans_and_still_check_every_block() {
     let at = (props.data_size * 3 / 4) as usize;
     bytes[at] ^= 0x40;
     let (table, _) = counting_table(&bytes, &cmp);
-    let mut it = table.iter_opt(false).with_background_readahead();
-    it.seek_to_first();
-    let mut n = 0;
-    while it.valid() {
-        n += 1;
-        it.next();
-    }
-    assert!(n < entries.len(), "the scan went past the damaged block");
+    let it = table.iter_opt(false).with_background_readahead();
+    let it = stops_at_corruption(it, entries.len());
     assert!(it.background_windows().0 > 0);
-    assert!(it.status().unwrap_err().is_corruption());
 }
 
 /// The default readahead reads the next window in the background over a
@@ -2106,14 +2104,7 @@ fn only_direct_reads_read_the_next_window_in_the_background() {
         };
         let table = Arc::new(TableReader::open(file, "000001.sst", cmp.clone()).unwrap());
         let mut it = table.iter_opt(false);
-        let mut got = Vec::new();
-        it.seek_to_first();
-        while it.valid() {
-            got.push((it.key().to_vec(), it.value().to_vec()));
-            it.next();
-        }
-        it.status().unwrap();
-        assert_eq!(got, entries, "direct {direct}");
+        assert_eq!(scan_from_first(&mut it), entries, "direct {direct}");
         let (taken, _) = it.background_windows();
         match direct {
             false => assert_eq!(taken, 0, "through the page cache"),
