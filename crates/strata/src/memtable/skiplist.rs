@@ -41,11 +41,11 @@
 //! node header so that a node pointer needs no height to find its entry:
 //!
 //! ```text
-//! link[height-1] hint[height-1] .. link[1] hint[1] | link[0] | size | entry bytes
-//!                                                    ^ node pointer
+//! link[height-1] hint[height-1] .. link[1] hint[1] hint[0] | link[0] | size | entry bytes
+//!                                                            ^ node pointer
 //! ```
 //!
-//! **Hints.** Each link above level 0 carries a *hint*: the 8-byte key
+//! **Hints.** Each link carries a *hint*: the 8-byte key
 //! prefix ([`EntryOrder::prefix`]) of the node it points to, or
 //! [`NO_HINT`]. A search of a level ends at the first node that sorts
 //! after the key, and that node is a cache miss of its own; where the
@@ -58,23 +58,26 @@
 //! visits the node anyway. A concurrent inserter cannot keep it (two of
 //! them may relink one slot at once), so after each link it makes it
 //! sets the slot's hint to [`NO_HINT`]; the writer lock orders that before
-//! the one writer's next read. Level 0 has none: eight more bytes on
-//! every node for one comparison per insert.
+//! the one writer's next read. Level 0's hint (stop 67) costs eight bytes
+//! on every node and saves the insert's last comparison, the one that
+//! ends the level-0 search at a node it would otherwise read only for
+//! that: a 10M fill ran 8% faster with it (docs/benchmarks.md).
 //!
 //! Readers, which take no lock, may meet a stale hint: a link changed and
 //! its hint not yet, or the other way round. They trust a hint only to go
 //! *down*: a hint after the key ends the level's search without visiting
 //! the node. Going down early is always correct (the levels below hold
-//! every node, and level 0, which decides the answer, has no hint); it
-//! only costs steps. To go right they visit the node, as before.
+//! every node); it only costs steps. Level 0 decides the answer, so there
+//! readers never use the hint, and always compare. To go right they
+//! visit the node, as before.
 //!
 //! `size` is a varint of `entry_len << 4 | height` (RocksDB's
 //! `InlineSkipList` stores neither: its entries delimit themselves). One
 //! or two bytes for most entries, where two `u32`s took eight: a node of a
 //! 16-byte key and 100-byte value is 136 bytes instead of 144, so a
 //! memtable holds 5% more such entries and flushes 5% less often. The
-//! hints add 8 bytes per level above 0: 2.7 bytes per node on
-//! average (a quarter of the nodes reach level 1).
+//! hints add 8 bytes per level: 10.7 bytes per node on average (every
+//! node has level 0, a quarter reach level 1).
 //!
 //! Invariant: at each level, links run in strictly increasing key order and
 //! end in null. Inserting a key equal to an existing one is a caller bug.
@@ -126,6 +129,9 @@ const _: () = assert!(MAX_HEIGHT < 1 << HEIGHT_BITS);
 
 /// Bytes of a link above level 0: the link and its hint.
 const UPPER_LINK_BYTES: usize = 16;
+
+/// Bytes of level 0's hint, below `next0`.
+const HINT0_BYTES: usize = 8;
 
 /// A hint that says nothing: the comparison visits the node. (A key whose
 /// prefix is this value is only compared the slow way.)
@@ -188,21 +194,30 @@ unsafe fn link(node: NonNull<Node>, level: usize) -> NonNull<AtomicPtr<Node>> {
     // SAFETY: the size varint is written before any link is used
     // (`allocate_node`) and never changes.
     debug_assert!(level < unsafe { node_layout(node) }.0);
-    // SAFETY: the tower holds `height - 1` upper links (each with its
-    // hint) below `next0`, all in the node's allocation, and
-    // `level < height` (caller's contract).
-    unsafe { node.cast::<u8>().sub(UPPER_LINK_BYTES * level).cast() }
+    // SAFETY: the tower holds level 0's hint right below `next0`, and
+    // below it `height - 1` upper links (each with its hint), all in the
+    // node's allocation, and `level < height` (caller's contract).
+    match level {
+        0 => node.cast(),
+        _ => unsafe {
+            node.cast::<u8>()
+                .sub(UPPER_LINK_BYTES * level + HINT0_BYTES)
+                .cast()
+        },
+    }
 }
 
 /// Pointer to the hint of `node`'s link at `level`; see the module docs.
 ///
 /// # Safety
-/// As for [`link`], and `level >= 1`.
+/// As for [`link`].
 unsafe fn hint(node: NonNull<Node>, level: usize) -> NonNull<AtomicU64> {
-    debug_assert!(level >= 1);
-    // SAFETY: the hint follows its link inside the same 16-byte slot
-    // (contract of `link`).
-    unsafe { link(node, level).cast::<u8>().add(8).cast() }
+    // SAFETY: level 0's hint is right below `next0`; an upper hint follows
+    // its link inside the same 16-byte slot (contract of `link`).
+    match level {
+        0 => unsafe { node.cast::<u8>().sub(HINT0_BYTES).cast() },
+        _ => unsafe { link(node, level).cast::<u8>().add(8).cast() },
+    }
 }
 
 /// Loads the link of `node` at `level` with `Acquire`.
@@ -437,7 +452,7 @@ impl<C: EntryOrder> SkipList<C> {
             // is `after`'s prefix or none (the module docs' invariant).
             unsafe {
                 link(node, level).as_ref().store(after, Ordering::Relaxed);
-                if let (Some(prefix), true) = (hints, level > 0) {
+                if let Some(prefix) = hints {
                     let before_hint = hint(before, level).as_ref();
                     let after_prefix = before_hint.load(Ordering::Relaxed);
                     hint(node, level)
@@ -488,13 +503,11 @@ impl<C: EntryOrder> SkipList<C> {
                     )
                 };
                 if linked.is_ok() {
-                    if level > 0 {
-                        // `before`'s hint may name `after`: it says nothing
-                        // now (the module docs' invariant; `node`'s own
-                        // hint is none from its allocation).
-                        // SAFETY: `before` reaches `level` (above).
-                        unsafe { hint(before, level).as_ref() }.store(NO_HINT, Ordering::Relaxed);
-                    }
+                    // `before`'s hint may name `after`: it says nothing
+                    // now (the module docs' invariant; `node`'s own
+                    // hint is none from its allocation).
+                    // SAFETY: `before` reaches `level` (above).
+                    unsafe { hint(before, level).as_ref() }.store(NO_HINT, Ordering::Relaxed);
                     break;
                 }
                 // Another inserter linked a node after `before` here: find
@@ -534,10 +547,10 @@ impl<C: EntryOrder> SkipList<C> {
             // SAFETY: not null: `end` is null or reachable from `x` at
             // `level`, so a null link would have been `end`.
             let n = unsafe { NonNull::new_unchecked(n) };
-            let after = match (hints, level > 0) {
+            let after = match hints {
                 // SAFETY: as above; the caller is the one writer.
-                (Some(prefix), true) => unsafe { self.compare_by_hint(key, prefix, x, n, level) },
-                _ => self.compare_new(key, n),
+                Some(prefix) => unsafe { self.compare_by_hint(key, prefix, x, n, level) },
+                None => self.compare_new(key, n),
             };
             if after {
                 return (x, n.as_ptr());
@@ -547,14 +560,14 @@ impl<C: EntryOrder> SkipList<C> {
     }
 
     /// [`compare_new`](Self::compare_new)`(key, n)` for the one writer,
-    /// where `n` follows `x` at `level >= 1` and `prefix` is `key`'s: the
+    /// where `n` follows `x` at `level` and `prefix` is `key`'s: the
     /// hint of `x`'s link decides where the prefixes differ, without
     /// reading `n`; otherwise `n` is read, and the hint filled in if it
     /// was missing.
     ///
     /// # Safety
     /// The caller holds the writer lock exclusively, and `x` reaches
-    /// `level >= 1`, where its link points to `n`.
+    /// `level`, where its link points to `n`.
     unsafe fn compare_by_hint(
         &self,
         key: &[u8],
@@ -608,7 +621,7 @@ impl<C: EntryOrder> SkipList<C> {
                     let after = match (NonNull::new(n), hints) {
                         // SAFETY: `p` reaches `level` and links to `n`
                         // there; with hints the caller is the one writer.
-                        (Some(n), Some(prefix)) if level > 0 => unsafe {
+                        (Some(n), Some(prefix)) => unsafe {
                             self.compare_by_hint(key, prefix, p, n, level)
                         },
                         (Some(n), _) => self.compare_new(key, n),
@@ -723,8 +736,8 @@ impl<C: EntryOrder> SkipList<C> {
     /// node. A reader may meet a hint that is stale (the one writer, or a
     /// concurrent inserter, changing the link beside it), so it trusts a
     /// hint only for this: going down early is always correct (every node
-    /// is on the levels below, and level 0 has no hint), it only costs
-    /// steps. The writer, which alone keeps hints exact, also uses them to
+    /// is on the levels below), it only costs steps; at level 0, which
+    /// decides the answer, it never uses one. The writer, which alone keeps hints exact, also uses them to
     /// go right ([`compare_by_hint`](Self::compare_by_hint)).
     ///
     /// # Safety
@@ -737,7 +750,7 @@ impl<C: EntryOrder> SkipList<C> {
         if level == 0 {
             return false;
         }
-        // SAFETY: `x` reaches `level >= 1` (contract).
+        // SAFETY: `x` reaches `level` (contract).
         let known = unsafe { hint(x, level).as_ref() }.load(Ordering::Relaxed);
         known != NO_HINT && prefix < known
     }
@@ -846,7 +859,7 @@ fn allocate_node(arena: &Arena, height: usize, parts: &[&[u8]]) -> NonNull<Node>
         "memtable entry too long"
     );
     let size_bytes = varint_length(size);
-    let tower_bytes = (height - 1) * UPPER_LINK_BYTES;
+    let tower_bytes = (height - 1) * UPPER_LINK_BYTES + HINT0_BYTES;
     let base = arena.allocate(
         tower_bytes + size_of::<Node>() + size_bytes + entry_len,
         align_of::<Node>(),
@@ -865,6 +878,7 @@ fn allocate_node(arena: &Arena, height: usize, parts: &[&[u8]]) -> NonNull<Node>
             node_layout(node),
             (height, size_of::<Node>() + size_bytes, entry_len)
         );
+        hint(node, 0).write(AtomicU64::new(NO_HINT));
         for level in 1..height {
             link(node, level).write(AtomicPtr::new(ptr::null_mut()));
             hint(node, level).write(AtomicU64::new(NO_HINT));
@@ -952,7 +966,7 @@ mod tests {
     /// of the node its link points to. Returns how many hints are known.
     fn check_hints(list: &SkipList<Bytewise>) -> usize {
         let mut known = 0;
-        for level in 1..list.max_height.load(Ordering::Relaxed) {
+        for level in 0..list.max_height.load(Ordering::Relaxed) {
             let mut x = list.head;
             // SAFETY: walking published nodes at a level they reach; no
             // writer runs.
