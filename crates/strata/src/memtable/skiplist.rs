@@ -737,8 +737,9 @@ impl<C: EntryOrder> SkipList<C> {
     /// concurrent inserter, changing the link beside it), so it trusts a
     /// hint only for this: going down early is always correct (every node
     /// is on the levels below), it only costs steps; at level 0, which
-    /// decides the answer, it never uses one. The writer, which alone keeps hints exact, also uses them to
-    /// go right ([`compare_by_hint`](Self::compare_by_hint)).
+    /// decides the answer, it never uses one. The writer, which alone
+    /// keeps hints exact, also uses them to go right
+    /// ([`compare_by_hint`](Self::compare_by_hint)).
     ///
     /// # Safety
     /// `x` is the head or a published node that reaches `level`.

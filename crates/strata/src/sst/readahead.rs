@@ -13,6 +13,7 @@
 //! from the two. A compaction's reads stay in its own thread (no user
 //! waits on them).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::env::prefetch::{read_in_background, PendingRead};
@@ -43,10 +44,9 @@ enum Background {
 /// The window after the current one, being read in the background.
 #[derive(Debug)]
 struct NextWindow {
+    /// Always the current buffer's end.
     start: u64,
     len: u64,
-    /// Where the scan's reads ahead stop ([`Readahead::read`]'s).
-    limit: u64,
     read: PendingRead,
 }
 
@@ -121,14 +121,10 @@ impl Readahead {
         self.buf.capacity() + self.next.as_ref().map_or(0, |n| n.len as usize)
     }
 
-    /// The block at `handle` was found in the block cache: the scan's
-    /// pattern goes on (a scan over partly cached data still reads ahead).
-    pub(crate) fn passed(&mut self, handle: BlockHandle) {
-        self.visit(handle);
-    }
-
-    /// Records a visit of `handle` outside the buffer: sequential or not.
-    fn visit(&mut self, handle: BlockHandle) {
+    /// Records a visit of `handle` outside the buffer, sequential or not:
+    /// read here, or found in the block cache (a scan over partly cached
+    /// data still reads ahead).
+    pub(crate) fn visit(&mut self, handle: BlockHandle) {
         if handle.offset == self.last_end {
             self.sequential_reads = self.sequential_reads.saturating_add(1);
         } else {
@@ -162,46 +158,6 @@ impl Readahead {
                 keep,
             );
         }
-        if let Some(next) = self.next.take() {
-            let held = self.start + self.buf.len() as u64;
-            let next_end = next.start + next.len;
-            // In the next window, or begun in this one and ended in it.
-            let whole = handle.offset >= next.start;
-            let cut = !self.buf.is_empty() && handle.offset >= self.start && handle.offset < held;
-            if (whole || cut) && end > next.start && end <= next_end {
-                let (buf, result) = next.read.wait();
-                if result.is_ok() {
-                    #[cfg(test)]
-                    {
-                        self.taken += 1;
-                    }
-                    // The head of a cut block, before the window moves on.
-                    let head = match whole {
-                        true => Vec::new(),
-                        false => self.buf[(handle.offset - self.start) as usize..].to_vec(),
-                    };
-                    let spare = std::mem::replace(&mut self.buf, buf);
-                    self.start = next.start;
-                    self.visit(handle);
-                    self.read_next(file, spare, next.limit);
-                    let to = (end - self.start) as usize;
-                    if whole {
-                        let at = (handle.offset - self.start) as usize;
-                        return decode_data_block(&self.buf[at..to], name, handle, keep);
-                    }
-                    #[cfg(test)]
-                    {
-                        self.joined += 1;
-                    }
-                    let mut joined = head;
-                    joined.extend_from_slice(&self.buf[..to]);
-                    return decode_data_block(&joined, name, handle, keep);
-                }
-                // Failed: read below, alone or ahead, for the error.
-            }
-            // Otherwise the scan jumped: the window is dropped unread.
-        }
-        self.visit(handle);
         let file_size = file.size();
         // Past the data blocks lie the table's own blocks, which a scan
         // never reads through this buffer.
@@ -210,6 +166,10 @@ impl Readahead {
             n => n.min(file_size),
         }
         .max(end);
+        if let Some(bytes) = self.take_next(file, handle, limit) {
+            return decode_data_block(&bytes, name, handle, keep);
+        }
+        self.visit(handle);
         let (ahead, sequential_min) = match self.fixed {
             0 => (READAHEAD_BYTES, SEQUENTIAL_READS_MIN),
             n => (n, 0),
@@ -234,6 +194,50 @@ impl Readahead {
         self.read_next(file, Vec::new(), limit);
         let to = (end - self.start) as usize;
         decode_data_block(&self.buf[..to], name, handle, keep)
+    }
+
+    /// The block at `handle` from the window read in the background, if it
+    /// ends there (and begins there or in the buffer, whose end cuts it):
+    /// that window becomes the buffer and the one after it is asked for.
+    /// `None`, the window dropped, where the scan jumped away from it or
+    /// its read failed (the caller's own read reports the error).
+    fn take_next(
+        &mut self,
+        file: &Arc<dyn RandomAccessFile>,
+        handle: BlockHandle,
+        limit: u64,
+    ) -> Option<Cow<'_, [u8]>> {
+        let next = self.next.take()?;
+        debug_assert_eq!(next.start, self.start + self.buf.len() as u64);
+        let end = handle.end_with_trailer();
+        if handle.offset < self.start || end <= next.start || end > next.start + next.len {
+            return None;
+        }
+        let (buf, result) = next.read.wait();
+        result.ok()?;
+        #[cfg(test)]
+        {
+            self.taken += 1;
+        }
+        // The head of a block the buffer's end cuts, before it moves on.
+        let head = (handle.offset < next.start)
+            .then(|| self.buf[(handle.offset - self.start) as usize..].to_vec());
+        let spare = std::mem::replace(&mut self.buf, buf);
+        self.start = next.start;
+        self.visit(handle);
+        self.read_next(file, spare, limit);
+        let to = (end - self.start) as usize;
+        Some(match head {
+            None => Cow::Borrowed(&self.buf[(handle.offset - self.start) as usize..to]),
+            Some(mut joined) => {
+                #[cfg(test)]
+                {
+                    self.joined += 1;
+                }
+                joined.extend_from_slice(&self.buf[..to]);
+                Cow::Owned(joined)
+            }
+        })
     }
 
     /// Where the buffer holds the block at `handle`.
@@ -266,7 +270,6 @@ impl Readahead {
         self.next = read_in_background(file.clone(), start, spare).map(|read| NextWindow {
             start,
             len,
-            limit,
             read,
         });
     }

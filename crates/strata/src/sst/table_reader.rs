@@ -443,7 +443,7 @@ impl TableReader {
             },
         );
         if !read {
-            readahead.passed(handle);
+            readahead.visit(handle);
         }
         block
     }
