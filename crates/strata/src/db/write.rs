@@ -43,11 +43,17 @@ use super::write_batch::{BatchRecord, WriteBatch};
 /// sleeps.
 const WRITER_SPIN: Duration = Duration::from_micros(50);
 
+/// The cores this process may run on (1 if unknown).
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 /// Returns once `counter` differs from `seen`, or after [`WRITER_SPIN`]:
-/// a short busy wait, then yields to other threads (the leader may need
+/// a short busy wait (`spins` rounds), then yields to other threads (the leader may need
 /// this core).
-fn await_change(counter: &AtomicU32, seen: u32) {
-    for _ in 0..64 {
+fn await_change(counter: &AtomicU32, seen: u32, spins: u32) {
+    for _ in 0..spins {
         if counter.load(Ordering::Acquire) != seen {
             return;
         }
@@ -341,7 +347,16 @@ impl DbInner {
             // first (RocksDB's writers spin and yield the same way), and
             // sleep only if it does not come.
             let seen = w.wakeups.load(Ordering::Acquire);
-            MutexGuard::unlocked(&mut st, || await_change(&w.wakeups, seen));
+            // Many more writers queued than cores: the change needs a
+            // thread that is likely not running, so a busy wait only keeps
+            // it off the core; yield at once (W6 fill, 16 writers on 2
+            // cores: 38-39 micros/op instead of 49-54, a quarter less CPU).
+            let spins = if st.writers.len() > 2 * cores() {
+                0
+            } else {
+                64
+            };
+            MutexGuard::unlocked(&mut st, || await_change(&w.wakeups, seen, spins));
             // Changes are made under the lock, so one not seen now is
             // followed by a notify that the wait below receives.
             if w.wakeups.load(Ordering::Acquire) == seen {
