@@ -43,6 +43,10 @@ use super::write_batch::{BatchRecord, WriteBatch};
 /// sleeps.
 const WRITER_SPIN: Duration = Duration::from_micros(50);
 
+/// Busy-wait rounds a waiting writer makes before it yields, when there is
+/// a core to spare for them (see [`await_change`]).
+const WRITER_SPIN_ROUNDS: u32 = 64;
+
 /// The cores this process may run on (1 if unknown).
 fn cores() -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
@@ -50,10 +54,22 @@ fn cores() -> usize {
 }
 
 /// Returns once `counter` differs from `seen`, or after [`WRITER_SPIN`]:
-/// a short busy wait (`spins` rounds), then yields to other threads (the leader may need
+/// a short busy wait, then yields to other threads (the leader may need
 /// this core).
-fn await_change(counter: &AtomicU32, seen: u32, spins: u32) {
-    for _ in 0..spins {
+///
+/// With `queued` writers (this one included) at least as many as the
+/// cores, the change needs a thread that may not be running, and a busy
+/// wait would only keep it off a core: the writer yields at once. On 2
+/// cores, W6's fill with 16 writers: 38-39 micros/op instead of 49-54, a
+/// quarter less CPU; with 4 and 8 writers, the median run 15-20% faster
+/// (docs/benchmarks.md, stop 69).
+fn await_change(counter: &AtomicU32, seen: u32, queued: usize) {
+    let rounds = if queued >= cores() {
+        0
+    } else {
+        WRITER_SPIN_ROUNDS
+    };
+    for _ in 0..rounds {
         if counter.load(Ordering::Acquire) != seen {
             return;
         }
@@ -344,16 +360,12 @@ impl DbInner {
             }
             // A group is usually done in microseconds, less than a sleep
             // and a wake-up cost: watch for the change without the lock
-            // first (RocksDB's writers spin and yield the same way), and
-            // sleep only if it does not come.
+            // first (RocksDB's writers spin and yield the same way; here
+            // the spin only while cores are to spare), and sleep only if
+            // it does not come.
             let seen = w.wakeups.load(Ordering::Acquire);
-            // As many writers queued as cores (or more): the change needs
-            // a thread that may not be running, so a busy wait only keeps
-            // it off a core; yield at once. On 2 cores, W6's fill with 16
-            // writers: 38-39 micros/op instead of 49-54, a quarter less
-            // CPU; with 4 and 8 writers, the median run 15-20% faster.
-            let spins = if st.writers.len() >= cores() { 0 } else { 64 };
-            MutexGuard::unlocked(&mut st, || await_change(&w.wakeups, seen, spins));
+            let queued = st.writers.len();
+            MutexGuard::unlocked(&mut st, || await_change(&w.wakeups, seen, queued));
             // Changes are made under the lock, so one not seen now is
             // followed by a notify that the wait below receives.
             if w.wakeups.load(Ordering::Acquire) == seen {
