@@ -93,6 +93,10 @@ fn await_zero(pending: &AtomicUsize) {
     }
 }
 
+/// Most records of a batch whose memtable path a waiting writer brings
+/// into the cache (see `DbInner::warm_memtable`).
+const WARM_RECORDS: usize = 16;
+
 /// Largest group a leader builds, in bytes of batch encoding.
 const GROUP_BYTES_MAX: usize = 1 << 20;
 
@@ -305,11 +309,42 @@ impl DbInner {
                 return Ok(());
             }
         }
+        if let Some(b) = &batch {
+            // Another writer is queued, so this one will most likely wait:
+            // it first walks the memtable to where its keys go. Its insert,
+            // its own or the leader's, then finds that path in the cache,
+            // and the wait is shorter. On 2 cores, W6's fill with 4 writers:
+            // a median 15.4 micros/op instead of 16.6, an eighth less CPU
+            // and a third fewer yields (docs/benchmarks.md, stop 70).
+            if self.queued_writers.load(Ordering::Relaxed) > 0 {
+                self.warm_memtable(b);
+            }
+        }
         let force = batch.is_none();
         let w = writer_for(batch, sync, disable_wal);
         let result = self.queue_and_write(&w, force, sync, disable_wal);
         keep_writer(w);
         result
+    }
+
+    /// Brings into the cache the memtable nodes where the first
+    /// [`WARM_RECORDS`] keys of `batch` go (see [`MemTable::warm`]). Only
+    /// batches all in the default family: others are left as they are.
+    fn warm_memtable(&self, batch: &WriteBatch) {
+        if self.id != 0 || batch.has_cf() {
+            return;
+        }
+        let view = self.read_view.load();
+        for record in batch.iter().take(WARM_RECORDS) {
+            match record {
+                Ok(
+                    BatchRecord::Put(key, _)
+                    | BatchRecord::Delete(key)
+                    | BatchRecord::Merge(key, _),
+                ) => view.mem.warm(key),
+                Ok(BatchRecord::DeleteRange(..)) | Err(_) => {}
+            }
+        }
     }
 
     /// Queues `w` and waits until a leader has written its batch, or

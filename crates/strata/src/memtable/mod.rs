@@ -193,6 +193,15 @@ impl MemTable {
         MemTableWriter::new(self, Inserter::Concurrent(self.list.concurrent_writer()))
     }
 
+    /// Walks the list to where a new version of `user_key` would go and
+    /// changes nothing: the nodes on the way are then in the cache. A
+    /// writer waiting for its turn does this, so that its insert (its own
+    /// or its leader's) finds them there (see `DbInner::write_or_switch`).
+    pub(crate) fn warm(&self, user_key: &[u8]) {
+        let node = with_seek_key(user_key, MAX_SEQUENCE_NUMBER, |probe| self.list.seek(probe));
+        std::hint::black_box(node.map(|n| n.entry().as_ptr()));
+    }
+
     /// The newest version of `user_key` with sequence <= `seq`, or `None` if
     /// the memtable holds no such version.
     #[cfg(test)]

@@ -403,3 +403,22 @@ fn a_memtable_on_recycled_blocks_reads_only_its_own_entries() {
         );
     }
 }
+
+/// `warm` (a waiting writer's walk to where its key goes) reads only: the
+/// memtable holds the same entries after it, for keys present, absent,
+/// empty and longer than the stack seek buffer, and on an empty memtable.
+#[test]
+fn warm_changes_nothing() {
+    new_mem().warm(b"anything");
+    let mut rng = StdRng::seed_from_u64(7);
+    let (mem, model) = fill_random(&mut rng, 300);
+    let long = vec![b'c'; SEEK_KEY_STACK_BYTES * 2];
+    let mut keys: Vec<Vec<u8>> = (0..100).map(|_| random_user_key(&mut rng)).collect();
+    keys.extend([Vec::new(), long, vec![0xff; 3]]);
+    for key in &keys {
+        mem.warm(key);
+    }
+    let mut it = mem.iter();
+    assert!(collect_forward(&mut it) == model_entries(&model));
+    assert_eq!(mem.num_entries(), 300);
+}
