@@ -314,7 +314,7 @@ impl DbInner {
             // it first walks the memtable to where its keys go. Its insert,
             // its own or the leader's, then finds that path in the cache,
             // and the wait is shorter. On 2 cores, W6's fill with 4 writers:
-            // a median 15.4 micros/op instead of 16.6, an eighth less CPU
+            // a median 15.4 micros/op instead of 17.5, an eighth less CPU
             // and a third fewer yields (docs/benchmarks.md, stop 70).
             if self.queued_writers.load(Ordering::Relaxed) > 0 {
                 self.warm_memtable(b);
