@@ -267,6 +267,9 @@ pub(crate) struct DbShared {
     /// `state.writers.len()`, stored under the lock whenever it changes,
     /// for a look without it (see `write_group`).
     pub(crate) queued_writers: std::sync::atomic::AtomicUsize,
+    /// Threads inside a write, queued or about to queue (see
+    /// `write_or_switch`).
+    pub(crate) writers_in_flight: std::sync::atomic::AtomicUsize,
     /// Signalled when a write group's sequence numbers become visible:
     /// the pipelined groups behind it wait for their turn on it, and a
     /// memtable switch waits on it for the groups still inserting.

@@ -398,6 +398,7 @@ fn build(
         bg_work: Condvar::new(),
         group_published: Condvar::new(),
         queued_writers: Default::default(),
+        writers_in_flight: Default::default(),
         shutting_down: AtomicBool::new(false),
         threads: Mutex::new(Vec::new()),
         _lock: lock,

@@ -97,6 +97,22 @@ fn await_zero(pending: &AtomicUsize) {
 /// into the cache (see `DbInner::warm_memtable`).
 const WARM_RECORDS: usize = 16;
 
+/// A thread inside a write, counted in `writers_in_flight` while it lives
+/// (a panicking write included); holds the count its entry made.
+struct InFlight<'a>(usize, &'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn enter(count: &'a AtomicUsize) -> InFlight<'a> {
+        InFlight(count.fetch_add(1, Ordering::Relaxed) + 1, count)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.1.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Largest group a leader builds, in bytes of batch encoding.
 const GROUP_BYTES_MAX: usize = 1 << 20;
 
@@ -309,14 +325,18 @@ impl DbInner {
                 return Ok(());
             }
         }
+        let in_flight = InFlight::enter(&self.writers_in_flight);
         if let Some(b) = &batch {
-            // Another writer is queued, so this one will most likely wait:
-            // it first walks the memtable to where its keys go. Its insert,
+            // More writers than cores and one queued: this writer will
+            // most likely wait, maybe behind a thread that is not running.
+            // It first walks the memtable to where its keys go. Its insert,
             // its own or the leader's, then finds that path in the cache,
             // and the wait is shorter. On 2 cores, W6's fill with 4 writers:
             // a median 15.4 micros/op instead of 17.5, an eighth less CPU
-            // and a third fewer yields (docs/benchmarks.md, stop 70).
-            if self.queued_writers.load(Ordering::Relaxed) > 0 {
+            // and a third fewer yields. With as many writers as cores the
+            // walk only delayed the writer: 5% slower with 2 writers
+            // (docs/benchmarks.md, stop 70).
+            if in_flight.0 > cores() && self.queued_writers.load(Ordering::Relaxed) > 0 {
                 self.warm_memtable(b);
             }
         }
@@ -1151,6 +1171,23 @@ impl<'m> MemWriters<'m> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writers_in_flight_count_until_they_leave_even_by_a_panic() {
+        let count = AtomicUsize::new(0);
+        {
+            let first = InFlight::enter(&count);
+            let second = InFlight::enter(&count);
+            assert_eq!((first.0, second.0), (1, 2));
+        }
+        assert_eq!(count.load(Ordering::Relaxed), 0);
+        let unwound = panic::catch_unwind(AssertUnwindSafe(|| {
+            let _in = InFlight::enter(&count);
+            panic!("a comparator's panic in the insert");
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(count.load(Ordering::Relaxed), 0);
+    }
 
     #[test]
     fn a_follower_panicking_in_its_insert_marks_the_group() {
