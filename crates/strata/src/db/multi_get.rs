@@ -14,6 +14,8 @@
 //! Inside a table the keys are looked up together
 //! (`TableReader::multi_get`: filter probes prefetched in one pass, one
 //! index search and one block fetch shared by keys of the same block).
+//! With direct reads, the blocks a level's tables lack for the batch are
+//! read at once before those lookups (`read_ahead_level`).
 //! Values found in tables are slices of the pinned block, found in a
 //! memtable they borrow it: no copy. An error reading a table fails only the
 //! keys whose lookup needed that table (or that block).
@@ -26,11 +28,17 @@ use crate::key::prefix_search::compare_internal_in;
 use crate::key::{extract_user_key, pack_trailer, SequenceNumber, ValueKind};
 use crate::sst::filter::filter_hash;
 use crate::sst::{Found, MultiGetScratch, TableProbe};
-use crate::version::{FileMetaData, NUM_LEVELS};
+use crate::version::{FileMetaData, Version, NUM_LEVELS};
 
 use super::inner::{DbInner, SuperVersion};
 use super::merge_operator::MergeOperands;
-use super::read::{memtables_get, DBPinnableSlice, MemGet};
+use super::read::{memtables_get, with_seek_reads, DBPinnableSlice, MemGet};
+use super::table_cache::TableRef;
+
+/// Most blocks a batch reads ahead at once (`read_ahead_level`): a big
+/// batch's are read in runs of this many, so the buffer they are read into
+/// stays small (twice the io_uring ring's entries).
+const BATCH_READS_AT_ONCE: usize = 64;
 
 /// The answer for one key of a batch.
 pub(crate) type MultiGetResult = Result<Option<DBPinnableSlice>>;
@@ -230,6 +238,7 @@ impl DbInner {
         active.clear();
         active.extend(0..pending.len());
         let v = &sv.version;
+        let read_ahead = fill_cache && self.opts.use_direct_reads;
         for f in v.files(0) {
             // The active keys ascend: the file's are one run of them, found
             // by two binary searches on user keys.
@@ -259,6 +268,9 @@ impl DbInner {
                 )
                 .is_le()
             };
+            if read_ahead {
+                self.read_ahead_level(v, level, pending, active);
+            }
             let mut current: Option<usize> = None;
             for &j in active.iter() {
                 // The key's file: the previous key's, or the next one, or a
@@ -290,6 +302,47 @@ impl DbInner {
             }
             active.retain(|&j| answers.results[pending.key_index[j]].is_none());
         }
+    }
+
+    /// With direct reads, where every block read waits on the device:
+    /// reads at once ([`SeekReads`](crate::iter::SeekReads)) the data
+    /// block that the lookup of each `active` key would read first in its
+    /// table of `level` (1 or deeper), where the filter lets the key
+    /// through and the block cache lacks the block. The tables' lookups
+    /// that follow find them in the cache. Without it each table reads its
+    /// own blocks at once, and a batch spread over four tables waits on
+    /// the device four times (RocksDB's MultiGet reads a level's blocks
+    /// together with `ReadOptions::async_io`).
+    ///
+    /// Level 0 is left to its tables: a key there has a candidate in
+    /// every file, so reading them all at once reads blocks of older
+    /// files for keys that a newer one answers (8% more device reads
+    /// with six level-0 files, and no faster: docs/benchmarks.md, stop 71).
+    fn read_ahead_level(&self, v: &Version, level: usize, pending: &Pending, active: &[usize]) {
+        let ucmp = &*self.user_cmp;
+        let files = v.files(level);
+        with_seek_reads(|reads| {
+            let mut open: Option<(usize, TableRef<'_>)> = None;
+            for &j in active {
+                let f = v.find_file(&self.icmp, level, pending.lookup(j));
+                let Some(file) = files.get(f) else {
+                    break; // past the level's last key, as is every later key
+                };
+                if ucmp.compare(pending.user_key(j), file.smallest.user_key()) == Ordering::Less {
+                    continue;
+                }
+                if open.as_ref().is_none_or(|(at, _)| *at != f) {
+                    open = self.table_cache.get_for(file, level).ok().map(|t| (f, t));
+                }
+                if let Some((_, table)) = &open {
+                    table.plan_get(pending.lookup(j), pending.hash[j], reads);
+                    if reads.len() >= BATCH_READS_AT_ONCE {
+                        reads.read_all();
+                    }
+                }
+            }
+            reads.read_all();
+        });
     }
 
     /// Looks up the pending keys `group` (ascending positions in `pending`)
@@ -347,5 +400,110 @@ fn table_value(e: Found) -> Option<DBPinnableSlice> {
     match e.kind {
         ValueKind::Value => Some(DBPinnableSlice::from_block(e.value)),
         ValueKind::Deletion | ValueKind::Merge | ValueKind::RangeDeletion => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use crate::sst::read_ahead_seen;
+    use crate::{BlockBasedOptions, Cache, Error, Options, DB};
+
+    fn value(k: u32) -> Vec<u8> {
+        format!("value {k} ").repeat(3).into_bytes()
+    }
+
+    /// Direct reads, no filter (db_bench's default), small blocks and
+    /// files, and a fresh cache.
+    fn options() -> Options {
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.set_write_buffer_size(64 << 10);
+        opts.set_target_file_size_base(16 << 10);
+        opts.set_disable_auto_compactions(true);
+        opts.set_use_direct_reads(true);
+        let mut t = BlockBasedOptions::default();
+        t.set_block_size(512);
+        t.set_block_cache(&Cache::new_lru_cache(8 << 20));
+        opts.set_block_based_table_factory(&t);
+        opts
+    }
+
+    /// A fresh directory for a database with direct reads, or None (and
+    /// nothing left behind) where the file system refuses `O_DIRECT`.
+    fn direct_dir(tag: &str) -> Option<PathBuf> {
+        let dir = std::env::temp_dir().join(format!("strata-mget-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        match DB::open(&options(), &dir) {
+            Ok(_) => Some(dir),
+            Err(Error::NotSupported(what)) => {
+                eprintln!("no O_DIRECT in the temporary directory: {what}");
+                let _ = std::fs::remove_dir_all(&dir);
+                None
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn files_at(db: &DB, level: usize) -> usize {
+        let p = format!("strata.num-files-at-level{level}");
+        db.property_value(&p).unwrap().unwrap().parse().unwrap()
+    }
+
+    /// Looks up `keys` (present ones ending in even digits) in `dir`,
+    /// opened afresh; returns the most tables one read ahead read from.
+    fn batch_reads(dir: &Path, keys: &[u32], present: impl Fn(u32) -> bool) -> usize {
+        let db = DB::open(&options(), dir).unwrap();
+        let names: Vec<String> = keys.iter().map(|k| format!("{k:08}")).collect();
+        read_ahead_seen::take_most_tables();
+        let got = db.batched_multi_get(names.iter(), false);
+        let most = read_ahead_seen::take_most_tables();
+        for (k, r) in keys.iter().zip(got) {
+            let want = present(*k).then(|| value(*k));
+            assert_eq!(r.unwrap().map(|v| v.to_vec()), want, "key {k}");
+        }
+        most
+    }
+
+    /// With direct reads, a batch's blocks in the tables of one level are
+    /// read at once, not a table at a time, and every answer is still
+    /// right, with level-0 files above the level too.
+    #[test]
+    fn a_levels_blocks_for_a_batch_are_read_at_once() {
+        let Some(dir) = direct_dir("level") else {
+            return;
+        };
+        {
+            let db = DB::open(&options(), &dir).unwrap();
+            for k in (0..20_000u32).step_by(2) {
+                db.put(format!("{k:08}"), value(k)).unwrap();
+            }
+            db.compact_range(None::<&[u8]>, None::<&[u8]>).unwrap();
+            let deepest = (1..7).rev().find(|&l| files_at(&db, l) > 0).unwrap();
+            assert!(files_at(&db, deepest) >= 8, "level {deepest}");
+        }
+        // A key in each of several of the level's tables, absent ones too.
+        let keys: Vec<u32> = (0..20).map(|i| i * 1000 + 2 * (i % 3) + i % 2).collect();
+        let most = batch_reads(&dir, &keys, |k| k % 2 == 0);
+        assert!(most >= 8, "one read ahead spanned {most} tables");
+        // A batch of more blocks than are read at once: read in runs.
+        let keys: Vec<u32> = (0..20_000).step_by(33).collect();
+        batch_reads(&dir, &keys, |k| k % 2 == 0);
+        // Then level-0 files over the same keys, which each table reads
+        // on its own, above the level read at once.
+        {
+            let db = DB::open(&options(), &dir).unwrap();
+            for round in 0..3u32 {
+                for k in (0..20_000u32).step_by(2).filter(|k| k % 7 == round) {
+                    db.put(format!("{k:08}"), value(k)).unwrap();
+                }
+                db.flush().unwrap();
+            }
+            assert!(files_at(&db, 0) >= 3);
+        }
+        let keys: Vec<u32> = (0..40).map(|i| i * 490 + 2 * (i % 5)).collect();
+        batch_reads(&dir, &keys, |k| k % 2 == 0);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -569,8 +569,15 @@ impl DbInner {
 }
 
 thread_local! {
-    /// Each thread's reads ahead for a point lookup (`read_ahead_for_get`).
+    /// Each thread's reads ahead for a point lookup (`read_ahead_for_get`)
+    /// or a batch of them (`with_seek_reads`).
     static SEEK_READS: std::cell::RefCell<SeekReads> = std::cell::RefCell::new(SeekReads::default());
+}
+
+/// Runs `f` with this thread's [`SeekReads`] (empty), for reads ahead of a
+/// batched lookup.
+pub(super) fn with_seek_reads<R>(f: impl FnOnce(&mut SeekReads) -> R) -> R {
+    SEEK_READS.with(|reads| f(&mut reads.borrow_mut()))
 }
 
 #[cfg(test)]

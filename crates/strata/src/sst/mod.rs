@@ -46,6 +46,8 @@ pub use properties::TableProperties;
 pub(crate) use table::{Found, Table, TableIter, TableOpenOptions, TableWriter};
 pub use table_builder::TableBuilder;
 pub use table_iter::TableIterator;
+#[cfg(test)]
+pub(crate) use table_reader::read_ahead_seen;
 pub(crate) use table_reader::{
     MetaPlacement, MultiGetScratch, TableIndex, TableProbe, VersionVisitor,
 };

@@ -970,8 +970,20 @@ impl std::fmt::Debug for SeekReads {
 impl SeekReads {
     /// Adds data block `handle` of `table`, which
     /// [`TableReader::reads_directly`] approved.
+    /// A block just added (a batch's keys in one block ask for it in
+    /// turn) is not added again.
     pub(crate) fn push(&mut self, table: Arc<TableReader>, handle: BlockHandle) {
+        if let Some((last, h)) = self.reads.last() {
+            if Arc::ptr_eq(last, &table) && *h == handle {
+                return;
+            }
+        }
         self.reads.push((table, handle));
+    }
+
+    /// Blocks added since the last [`read_all`](Self::read_all).
+    pub(crate) fn len(&self) -> usize {
+        self.reads.len()
     }
 
     /// True if no block was added since the last [`read_all`](Self::read_all).
@@ -1029,6 +1041,8 @@ pub(crate) fn read_ahead<T: std::ops::Deref<Target = TableReader>>(
     if total == 0 {
         return;
     }
+    #[cfg(test)]
+    read_ahead_seen::record(blocks);
     buf.clear();
     buf.resize(total as usize, 0);
     let mut reads: SmallVec<[DirectRead<'_>; READ_AHEAD_INLINE]> = SmallVec::new();
@@ -1059,5 +1073,33 @@ pub(crate) fn read_ahead<T: std::ops::Deref<Target = TableReader>>(
     drop(reads);
     if buf.capacity() > SEEK_READS_KEEP_BYTES {
         *buf = Vec::new();
+    }
+}
+
+/// Tests: what the calls of [`read_ahead`] on this thread read.
+#[cfg(test)]
+pub(crate) mod read_ahead_seen {
+    use std::cell::Cell;
+
+    use super::TableReader;
+
+    thread_local! {
+        static MOST_TABLES: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// Records the tables of one call's blocks.
+    pub(super) fn record<T: std::ops::Deref<Target = TableReader>>(
+        blocks: &[(T, super::BlockHandle)],
+    ) {
+        let mut tables: Vec<*const TableReader> = blocks.iter().map(|(t, _)| &**t as _).collect();
+        tables.sort();
+        tables.dedup();
+        MOST_TABLES.with(|m| m.set(m.get().max(tables.len())));
+    }
+
+    /// The most tables one call read from since the last `take`, and
+    /// starts counting again.
+    pub(crate) fn take_most_tables() -> usize {
+        MOST_TABLES.with(|m| m.replace(0))
     }
 }

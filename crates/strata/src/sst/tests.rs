@@ -1842,6 +1842,27 @@ fn blocks_read_ahead_at_once_are_cached_whole() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A block planned twice in a row for reading ahead (two keys of a
+/// batch in one block) is read once; the same block after another, or
+/// another table's, is planned again.
+#[test]
+fn seek_reads_plan_a_repeated_block_once() {
+    let (cmp, _, bytes, _) = small_block_table(17, 300);
+    let a = open_bytes(bytes.clone(), cmp.clone()).unwrap();
+    let b = open_bytes(bytes, cmp).unwrap();
+    let index = a.index().unwrap();
+    let array = index.array().unwrap();
+    let (h0, h1) = (array.handle(0), array.handle(1));
+    let mut reads = SeekReads::default();
+    reads.push(a.clone(), h0);
+    reads.push(a.clone(), h0);
+    assert_eq!(reads.len(), 1);
+    reads.push(b.clone(), h0);
+    reads.push(a.clone(), h1);
+    reads.push(a.clone(), h0);
+    assert_eq!(reads.len(), 4);
+}
+
 /// A table of 3,000 entries with compressible values (repeated words) in
 /// 512-byte blocks stored with snappy.
 fn compressible_table() -> (Arc<dyn Comparator>, Entries, Vec<u8>, TableProperties) {
