@@ -577,7 +577,11 @@ thread_local! {
 /// Runs `f` with this thread's [`SeekReads`] (empty), for reads ahead of a
 /// batched lookup.
 pub(super) fn with_seek_reads<R>(f: impl FnOnce(&mut SeekReads) -> R) -> R {
-    SEEK_READS.with(|reads| f(&mut reads.borrow_mut()))
+    SEEK_READS.with(|reads| {
+        let mut reads = reads.borrow_mut();
+        reads.clear();
+        f(&mut reads)
+    })
 }
 
 #[cfg(test)]

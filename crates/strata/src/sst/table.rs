@@ -121,9 +121,15 @@ impl Table {
     }
 
     /// [`TableReader::plan_get`]; packed tables are mapped and add none.
-    pub(crate) fn plan_get(&self, lookup: &[u8], hash: u64, reads: &mut crate::iter::SeekReads) {
-        if let Table::Block(t) = self {
-            t.plan_get(lookup, hash, reads);
+    pub(crate) fn plan_get(
+        &self,
+        lookup: &[u8],
+        hash: u64,
+        reads: &mut crate::iter::SeekReads,
+    ) -> bool {
+        match self {
+            Table::Block(t) => t.plan_get(lookup, hash, reads),
+            Table::Packed(_) => false,
         }
     }
 

@@ -640,30 +640,44 @@ impl TableReader {
     /// [`SeekReads`] for a point lookup: adds the data block that
     /// [`get_opt`](Self::get_opt) of `lookup` would read first, if the
     /// filter lets the key through and [`reads_directly`](Self::reads_directly)
-    /// approves it. Errors are left to the lookup.
-    pub(crate) fn plan_get(self: &Arc<Self>, lookup: &[u8], hash: u64, reads: &mut SeekReads) {
+    /// approves it. Errors are left to the lookup. True if that block is
+    /// in the cache already: nothing to read ahead.
+    pub(crate) fn plan_get(
+        self: &Arc<Self>,
+        lookup: &[u8],
+        hash: u64,
+        reads: &mut SeekReads,
+    ) -> bool {
         if !self.reads_blocks_directly() {
-            return;
+            return false;
         }
         if !matches!(
             self.filter_excludes(extract_user_key(lookup), hash),
             Ok(false)
         ) {
-            return;
+            return false;
         }
         let Ok(index) = self.index() else {
-            return;
+            return false;
         };
         let Ok(array) = index.array() else {
-            return;
+            return false;
         };
         let first = array.lower_bound(lookup);
-        if first < array.len() {
-            let handle = array.handle(first);
-            if self.cache_lacks(handle) {
-                reads.push(self.clone(), handle);
-            }
+        if first >= array.len() {
+            return false;
         }
+        let handle = array.handle(first);
+        // A block the previous key of a batch planned is neither looked
+        // up (nor counted as a miss) nor read again.
+        if reads.is_last(self, handle) {
+            return false;
+        }
+        if !self.cache_lacks(handle) {
+            return true;
+        }
+        reads.push(self.clone(), handle);
+        false
     }
 
     /// Caches data block `handle` from `raw`, its bytes and trailer read
@@ -951,6 +965,9 @@ const SEEK_READS_KEEP_BYTES: usize = 256 << 10;
 /// one after another (RocksDB reads them in turn unless
 /// `ReadOptions::async_io` is set). The blocks go into the block cache, as
 /// the seek's own reads would put them; the seek then finds them there.
+/// Point lookups gather theirs the same way (`TableReader::plan_get`): a
+/// get's in every level below the first it would read from, a batched
+/// MultiGet's for its keys in one level.
 ///
 /// [`InternalIterator::plan_seek`]: crate::iter::InternalIterator::plan_seek
 #[derive(Default)]
@@ -970,20 +987,27 @@ impl std::fmt::Debug for SeekReads {
 impl SeekReads {
     /// Adds data block `handle` of `table`, which
     /// [`TableReader::reads_directly`] approved.
-    /// A block just added (a batch's keys in one block ask for it in
-    /// turn) is not added again.
     pub(crate) fn push(&mut self, table: Arc<TableReader>, handle: BlockHandle) {
-        if let Some((last, h)) = self.reads.last() {
-            if Arc::ptr_eq(last, &table) && *h == handle {
-                return;
-            }
-        }
         self.reads.push((table, handle));
+    }
+
+    /// True if the block last added is block `handle` of `table` (a
+    /// batch's keys in one block ask for it in turn).
+    fn is_last(&self, table: &TableReader, handle: BlockHandle) -> bool {
+        self.reads
+            .last()
+            .is_some_and(|(t, h)| std::ptr::eq(&**t, table) && *h == handle)
     }
 
     /// Blocks added since the last [`read_all`](Self::read_all).
     pub(crate) fn len(&self) -> usize {
         self.reads.len()
+    }
+
+    /// Forgets the blocks added and not read (left by a lookup that
+    /// panicked between adding and reading).
+    pub(crate) fn clear(&mut self) {
+        self.reads.clear();
     }
 
     /// True if no block was added since the last [`read_all`](Self::read_all).
@@ -1085,6 +1109,7 @@ pub(crate) mod read_ahead_seen {
 
     thread_local! {
         static MOST_TABLES: Cell<usize> = const { Cell::new(0) };
+        static CALLS: Cell<usize> = const { Cell::new(0) };
     }
 
     /// Records the tables of one call's blocks.
@@ -1095,11 +1120,15 @@ pub(crate) mod read_ahead_seen {
         tables.sort();
         tables.dedup();
         MOST_TABLES.with(|m| m.set(m.get().max(tables.len())));
+        CALLS.with(|c| c.set(c.get() + 1));
     }
 
-    /// The most tables one call read from since the last `take`, and
-    /// starts counting again.
-    pub(crate) fn take_most_tables() -> usize {
-        MOST_TABLES.with(|m| m.replace(0))
+    /// The calls that read something since the last `take`, and the most
+    /// tables one of them read from; starts counting again.
+    pub(crate) fn take() -> (usize, usize) {
+        (
+            CALLS.with(|c| c.replace(0)),
+            MOST_TABLES.with(|m| m.replace(0)),
+        )
     }
 }

@@ -1842,25 +1842,36 @@ fn blocks_read_ahead_at_once_are_cached_whole() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// A block planned twice in a row for reading ahead (two keys of a
-/// batch in one block) is read once; the same block after another, or
-/// another table's, is planned again.
+/// Point lookups of a batch planned for reading ahead (`plan_get`): two
+/// keys in one block plan it once and count one cache miss; a key in
+/// another block plans that one.
 #[test]
-fn seek_reads_plan_a_repeated_block_once() {
-    let (cmp, _, bytes, _) = small_block_table(17, 300);
-    let a = open_bytes(bytes.clone(), cmp.clone()).unwrap();
-    let b = open_bytes(bytes, cmp).unwrap();
-    let index = a.index().unwrap();
-    let array = index.array().unwrap();
-    let (h0, h1) = (array.handle(0), array.handle(1));
+fn a_block_two_planned_keys_share_is_planned_once() {
+    let (cmp, entries, bytes, _) = small_block_table(17, 300);
+    let Some((dir, _, file)) = direct_table_file("plan-get", &bytes) else {
+        return;
+    };
+    let cache = Arc::new(crate::cache::BlockCache::new(1 << 20, Some(0)));
+    let table =
+        Arc::new(TableReader::open_with_cache(file, "t.sst", cmp, Some(cache.clone())).unwrap());
+    let plan = |reads: &mut SeekReads, i: usize| {
+        let lookup = &entries[i].0;
+        let hash = filter_hash(crate::key::extract_user_key(lookup));
+        table.plan_get(lookup, hash, reads);
+    };
+    let misses = cache.misses();
     let mut reads = SeekReads::default();
-    reads.push(a.clone(), h0);
-    reads.push(a.clone(), h0);
-    assert_eq!(reads.len(), 1);
-    reads.push(b.clone(), h0);
-    reads.push(a.clone(), h1);
-    reads.push(a.clone(), h0);
-    assert_eq!(reads.len(), 4);
+    plan(&mut reads, 0);
+    plan(&mut reads, 1);
+    assert_eq!(reads.len(), 1, "two keys of the first block");
+    assert_eq!(cache.misses(), misses + 1);
+    plan(&mut reads, entries.len() - 1);
+    assert_eq!(reads.len(), 2, "a key of the last block");
+    assert_eq!(cache.misses(), misses + 2);
+    reads.read_all();
+    assert!(reads.is_empty());
+    drop(table);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A table of 3,000 entries with compressible values (repeated words) in
