@@ -24,7 +24,7 @@
 
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -81,6 +81,21 @@ fn await_change(counter: &AtomicU32, seen: u32, queued: usize) {
             return;
         }
         std::thread::yield_now();
+    }
+}
+
+/// Busy-wait rounds a group makes for the group before it to publish,
+/// before it sleeps (see `write_group`).
+const PUBLISH_SPIN_ROUNDS: u32 = 200;
+
+/// Returns once `published` has reached `sequence`, or after
+/// [`PUBLISH_SPIN_ROUNDS`] rounds.
+fn await_published(published: &AtomicU64, sequence: u64) {
+    for _ in 0..PUBLISH_SPIN_ROUNDS {
+        if published.load(Ordering::Acquire) >= sequence {
+            return;
+        }
+        std::hint::spin_loop();
     }
 }
 
@@ -345,6 +360,23 @@ impl DbInner {
         let result = self.queue_and_write(&w, force, sync, disable_wal);
         keep_writer(w);
         result
+    }
+
+    /// Whether a pipelined leader hands the queue on as soon as its
+    /// record is written, even with no writer queued yet, and inserts
+    /// beside the next group: with another writer in flight, and no more
+    /// than twice as many as cores. The next writer then leads at once
+    /// instead of waiting for the insert, as RocksDB's writers leave its
+    /// log stage before their memtable stage. On 2 cores, W6's fill with 2
+    /// writers: 5.0-5.5 micros/op instead of 7.1-8.1; with 4, 10.4-11.8
+    /// instead of 12.6-13.3 (docs/benchmarks.md, stop 71). With more
+    /// writers the group before is often not running when a group must
+    /// wait for it to publish, and sleeps cost more than the hand-on
+    /// saves (16 writers: twice as slow); alone, a writer keeps the
+    /// plain insert.
+    fn hands_on_early(&self) -> bool {
+        let n = self.writers_in_flight.load(Ordering::Relaxed);
+        n >= 2 && n <= 2 * cores()
     }
 
     /// Brings into the cache the memtable nodes where the first
@@ -661,6 +693,7 @@ impl DbInner {
         let parallel = !followers.is_empty();
         let mut log = if disable_wal { None } else { st.log.take() };
         let mut inserted = false;
+        let hand_on = pipelined && self.hands_on_early();
         let io = MutexGuard::unlocked(st, || -> Result<()> {
             if let Some(log) = log.as_mut() {
                 log.add_record(group.data())?;
@@ -673,8 +706,9 @@ impl DbInner {
             }
             // Pipelined, the insert waits for a look at the queue under
             // the lock, unless no writer came meanwhile (a glance without
-            // it: one coming later waits for this group, as unpipelined).
-            let alone = || self.queued_writers.load(Ordering::Relaxed) <= last + 1;
+            // it: one coming later waits for this group, as unpipelined)
+            // and none is expected (`hands_on_early`).
+            let alone = || !hand_on && self.queued_writers.load(Ordering::Relaxed) <= last + 1;
             if !parallel && (!pipelined || alone()) {
                 let concurrent = pending_before > 0;
                 insert_into(|cf| mems.get(cf), group, first_seq, usize::MAX, concurrent);
@@ -705,9 +739,9 @@ impl DbInner {
             }
         }
         if pipelined && !inserted {
-            // Writers that came while the record was written need not wait
-            // for the insert.
-            let early = st.writers.len() > last + 1;
+            // Writers that came while the record was written, or that
+            // will come during the insert, need not wait for it.
+            let early = hand_on || st.writers.len() > last + 1;
             if early {
                 st.pipelined_groups += 1;
                 self.take_group_off_queue(st, last, finished);
@@ -734,6 +768,7 @@ impl DbInner {
         }
         // Visible in sequence order, each group whole.
         debug_assert!(st.versions.last_sequence() < first_seq);
+        let mut watched = false;
         while st.versions.last_sequence() + 1 != first_seq {
             if st.unpublishable_from.is_some_and(|from| from < first_seq) {
                 // A group before this one will never publish: applying it
@@ -742,6 +777,17 @@ impl DbInner {
                 end_pending(st, first_seq_out);
                 self.group_published.notify_all();
                 return Err(st.bg_error.clone().expect("set with unpublishable_from"));
+            }
+            if !watched {
+                // The group before is most likely inserting on another
+                // core and about to publish: a short busy wait for it
+                // first (as RocksDB's writers wait on each other), then
+                // sleep. Without it, groups handed on early slept and
+                // woke twice per write.
+                watched = true;
+                let published = &self.visible_sequence;
+                MutexGuard::unlocked(st, || await_published(published, first_seq - 1));
+                continue;
             }
             self.group_published.wait(st);
         }
@@ -1211,5 +1257,62 @@ mod tests {
         assert!(unwound.is_err());
         assert!(group.panicked.load(Ordering::Acquire));
         assert_eq!(group.pending.load(Ordering::Acquire), 0);
+    }
+}
+
+#[cfg(test)]
+mod hand_on_tests {
+    use std::sync::atomic::Ordering;
+
+    use crate::{Options, DB};
+
+    fn pipelined_groups(db: &DB) -> u64 {
+        let p = db.property_value("strata.num-pipelined-write-groups");
+        p.unwrap().unwrap().parse().unwrap()
+    }
+
+    /// A pipelined writer alone inserts before it leaves the queue; with
+    /// another writer in flight (and no more than twice the cores) it
+    /// hands the queue on once its record is written, with no writer
+    /// queued yet, and its write is still there when the call returns.
+    /// Without pipelining it never does.
+    #[test]
+    fn a_writer_with_another_in_flight_hands_the_queue_on_after_logging() {
+        for pipelined in [true, false] {
+            let dir = std::env::temp_dir()
+                .join(format!("strata-hand-on-{pipelined}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let mut opts = Options::default();
+            opts.create_if_missing(true);
+            opts.set_enable_pipelined_write(pipelined);
+            let db = DB::open(&opts, &dir).unwrap();
+            db.put("a", "1").unwrap();
+            assert_eq!(pipelined_groups(&db), 0, "alone, pipelined {pipelined}");
+            // Another writer between its entry and the queue.
+            db.inner.writers_in_flight.fetch_add(1, Ordering::Relaxed);
+            db.put("b", "2").unwrap();
+            db.delete("a").unwrap();
+            db.inner.writers_in_flight.fetch_sub(1, Ordering::Relaxed);
+            let want = if pipelined { 2 } else { 0 };
+            assert_eq!(pipelined_groups(&db), want, "pipelined {pipelined}");
+            assert_eq!(db.get("b").unwrap(), Some(b"2".to_vec()));
+            assert_eq!(db.get("a").unwrap(), None);
+            // Many writers in flight: the plain path again.
+            db.inner
+                .writers_in_flight
+                .fetch_add(2 * super::cores() + 1, Ordering::Relaxed);
+            db.put("c", "3").unwrap();
+            db.inner
+                .writers_in_flight
+                .fetch_sub(2 * super::cores() + 1, Ordering::Relaxed);
+            assert_eq!(
+                pipelined_groups(&db),
+                want,
+                "crowded, pipelined {pipelined}"
+            );
+            assert_eq!(db.get("c").unwrap(), Some(b"3".to_vec()));
+            drop(db);
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
     }
 }
