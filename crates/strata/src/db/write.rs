@@ -10,9 +10,11 @@
 //! concurrent writers; the leader waits for the last, then makes the
 //! group's writes visible together, as before. With
 //! `enable_pipelined_write`, a leader with writers waiting behind its group
-//! hands the log to the next leader once its record is written, and
-//! inserts while the next group logs; groups still become visible one
-//! whole group at a time, in sequence order (see `write_group`).
+//! (or, with up to twice as many writers in flight as cores, with another
+//! on its way: `hands_on_early`) hands the log to the next leader once its
+//! record is written, and inserts while the next group logs; groups still
+//! become visible one whole group at a time, in sequence order (see
+//! `write_group`).
 //!
 //! A write allocates nothing of its own once its thread has written
 //! before: each thread keeps its writer (the queue entry) and the batch
