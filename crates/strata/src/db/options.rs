@@ -639,8 +639,10 @@ impl Options {
     /// group's log record is written, the next group's leader may write
     /// its own record while the first group is still inserting into the
     /// memtable. Groups still become visible in sequence order, each
-    /// whole. A group hands the log on early only if writers came while
-    /// its record was written, so a lone writer's path is unchanged. While
+    /// whole. A group hands the log on early if writers came while its
+    /// record was written, or if another writer is on its way (with up to
+    /// twice as many writers in flight as cores); a lone writer's path is
+    /// unchanged. While
     /// two groups insert at once both link their entries with
     /// compare-and-swap, whatever `set_allow_concurrent_memtable_write`
     /// says (RocksDB serializes them instead).

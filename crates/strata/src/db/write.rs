@@ -660,8 +660,9 @@ impl DbInner {
     /// `last + 1` writers.
     ///
     /// With `enable_pipelined_write`, if writers came while the record was
-    /// written, the group leaves the queue (into `finished`) before its
-    /// memtable insert, and the next leader starts while this one inserts.
+    /// written, or another is on its way (`hands_on_early`), the group
+    /// leaves the queue (into `finished`) before its memtable insert, and
+    /// the next leader starts while this one inserts.
     /// Groups are given their sequence numbers in queue order and become
     /// visible in that order: a group whose insert ends first waits for
     /// the one before it.
