@@ -21,6 +21,7 @@
 //! keys whose lookup needed that table (or that block).
 
 use std::cmp::Ordering;
+use std::ops::ControlFlow;
 use std::ops::Range;
 
 use crate::error::Result;
@@ -33,7 +34,6 @@ use crate::version::{FileMetaData, Version, NUM_LEVELS};
 use super::inner::{DbInner, SuperVersion};
 use super::merge_operator::MergeOperands;
 use super::read::{memtables_get, with_seek_reads, DBPinnableSlice, MemGet};
-use super::table_cache::TableRef;
 
 /// Most blocks a batch reads ahead in a level (`read_ahead_level`), twice
 /// the io_uring ring's entries: a bigger batch's other keys are read by
@@ -260,54 +260,20 @@ impl DbInner {
                 active.retain(|&j| answers.results[pending.key_index[j]].is_none());
             }
         }
-        let order = ucmp.builtin_order();
         let mut group = Vec::new();
         for level in 1..NUM_LEVELS {
             let files = v.files(level);
             if files.is_empty() || active.is_empty() {
                 continue;
             }
-            let before_or_at = |j: usize, f: usize| {
-                compare_internal_in(
-                    order,
-                    &self.icmp,
-                    pending.lookup(j),
-                    files[f].largest.encoded(),
-                )
-                .is_le()
-            };
             if read_ahead {
-                self.read_ahead_level(v, level, pending, active);
+                self.read_ahead_level(v, level, pending, active, &mut group);
             }
-            let mut current: Option<usize> = None;
-            for &j in active.iter() {
-                // The key's file: the previous key's, or the next one, or a
-                // search (keys ascend, so it is never an earlier file).
-                let f = match current {
-                    Some(f) if before_or_at(j, f) => f,
-                    Some(f) if f + 1 < files.len() && before_or_at(j, f + 1) => f + 1,
-                    _ => v.find_file(&self.icmp, level, pending.lookup(j)),
-                };
-                if current != Some(f) && !group.is_empty() {
-                    let prev = current.expect("a group belongs to a file");
-                    let file = (level, &*files[prev]);
-                    self.file_get(file, pending, scratch, &group, answers, fill_cache);
-                    group.clear();
-                }
-                current = Some(f);
-                if f >= files.len() {
-                    break; // past the level's last key, as is every later key
-                }
-                if ucmp.compare(pending.user_key(j), files[f].smallest.user_key()) != Ordering::Less
-                {
-                    group.push(j);
-                }
-            }
-            if let (Some(f), false) = (current, group.is_empty()) {
+            self.for_each_file_group(v, level, pending, active, &mut group, |f, keys| {
                 let file = (level, &*files[f]);
-                self.file_get(file, pending, scratch, &group, answers, fill_cache);
-                group.clear();
-            }
+                self.file_get(file, pending, scratch, keys, answers, fill_cache);
+                ControlFlow::Continue(())
+            });
             active.retain(|&j| answers.results[pending.key_index[j]].is_none());
         }
     }
@@ -329,24 +295,23 @@ impl DbInner {
     /// every file, so reading them all at once reads blocks of older
     /// files for keys that a newer one answers (8% more device reads
     /// with six level-0 files, and no faster: docs/benchmarks.md, stop 71).
-    fn read_ahead_level(&self, v: &Version, level: usize, pending: &Pending, active: &[usize]) {
-        let ucmp = &*self.user_cmp;
+    fn read_ahead_level(
+        &self,
+        v: &Version,
+        level: usize,
+        pending: &Pending,
+        active: &[usize],
+        group: &mut Vec<usize>,
+    ) {
         let files = v.files(level);
         with_seek_reads(|reads| {
-            let mut open: Option<(usize, TableRef<'_>)> = None;
             let mut cached_in_a_row = 0;
-            for &j in active {
-                let f = v.find_file(&self.icmp, level, pending.lookup(j));
-                let Some(file) = files.get(f) else {
-                    break; // past the level's last key, as is every later key
+            self.for_each_file_group(v, level, pending, active, group, |f, keys| {
+                // A table that cannot be opened fails its keys' lookups.
+                let Ok(table) = self.table_cache.get_for(&files[f], level) else {
+                    return ControlFlow::Continue(());
                 };
-                if ucmp.compare(pending.user_key(j), file.smallest.user_key()) == Ordering::Less {
-                    continue;
-                }
-                if open.as_ref().is_none_or(|(at, _)| *at != f) {
-                    open = self.table_cache.get_for(file, level).ok().map(|t| (f, t));
-                }
-                if let Some((_, table)) = &open {
+                for &j in keys {
                     if table.plan_get(pending.lookup(j), pending.hash[j], reads) {
                         cached_in_a_row += 1;
                     } else {
@@ -354,12 +319,69 @@ impl DbInner {
                     }
                     if reads.len() >= BATCH_READS_AT_ONCE || cached_in_a_row == CACHED_IN_A_ROW_MAX
                     {
-                        break;
+                        return ControlFlow::Break(());
                     }
                 }
-            }
+                ControlFlow::Continue(())
+            });
             reads.read_all();
         });
+    }
+
+    /// Calls `f` with each table of `level` (1 or deeper) that may hold
+    /// some of the `active` keys (ascending positions in `pending`) and
+    /// those keys, in file order, until `f` breaks. Keys ascend, so a
+    /// key's file is the previous key's or the next one before any binary
+    /// search. `group` is scratch, left empty.
+    fn for_each_file_group(
+        &self,
+        v: &Version,
+        level: usize,
+        pending: &Pending,
+        active: &[usize],
+        group: &mut Vec<usize>,
+        mut f: impl FnMut(usize, &[usize]) -> ControlFlow<()>,
+    ) {
+        let ucmp = &*self.user_cmp;
+        let order = ucmp.builtin_order();
+        let files = v.files(level);
+        let before_or_at = |j: usize, f: usize| {
+            compare_internal_in(
+                order,
+                &self.icmp,
+                pending.lookup(j),
+                files[f].largest.encoded(),
+            )
+            .is_le()
+        };
+        group.clear();
+        let mut current: Option<usize> = None;
+        for &j in active {
+            let at = match current {
+                Some(c) if before_or_at(j, c) => c,
+                Some(c) if c + 1 < files.len() && before_or_at(j, c + 1) => c + 1,
+                _ => v.find_file(&self.icmp, level, pending.lookup(j)),
+            };
+            if current != Some(at) && !group.is_empty() {
+                let prev = current.expect("a group belongs to a file");
+                let flow = f(prev, group);
+                group.clear();
+                if flow.is_break() {
+                    return;
+                }
+            }
+            current = Some(at);
+            if at >= files.len() {
+                break; // past the level's last key, as is every later key
+            }
+            if ucmp.compare(pending.user_key(j), files[at].smallest.user_key()) != Ordering::Less {
+                group.push(j);
+            }
+        }
+        if let (Some(at), false) = (current, group.is_empty()) {
+            let _ = f(at, group);
+        }
+        group.clear();
     }
 
     /// Looks up the pending keys `group` (ascending positions in `pending`)

@@ -1220,6 +1220,7 @@ impl<'m> MemWriters<'m> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Options, DB};
 
     #[test]
     fn writers_in_flight_count_until_they_leave_even_by_a_panic() {
@@ -1261,13 +1262,6 @@ mod tests {
         assert!(group.panicked.load(Ordering::Acquire));
         assert_eq!(group.pending.load(Ordering::Acquire), 0);
     }
-}
-
-#[cfg(test)]
-mod hand_on_tests {
-    use std::sync::atomic::Ordering;
-
-    use crate::{Options, DB};
 
     fn pipelined_groups(db: &DB) -> u64 {
         let p = db.property_value("strata.num-pipelined-write-groups");
@@ -1303,11 +1297,11 @@ mod hand_on_tests {
             // Many writers in flight: the plain path again.
             db.inner
                 .writers_in_flight
-                .fetch_add(2 * super::cores() + 1, Ordering::Relaxed);
+                .fetch_add(2 * cores() + 1, Ordering::Relaxed);
             db.put("c", "3").unwrap();
             db.inner
                 .writers_in_flight
-                .fetch_sub(2 * super::cores() + 1, Ordering::Relaxed);
+                .fetch_sub(2 * cores() + 1, Ordering::Relaxed);
             assert_eq!(
                 pipelined_groups(&db),
                 want,
