@@ -249,6 +249,9 @@ define_flags! {
     sst_partitioner_fixed_prefix: i32 = 0;
     /// Strata's stream-aware cutting of flush and compaction outputs (ours).
     stream_aware_cutting: bool = true;
+    /// Strata's read-triggered compactions of files that point lookups
+    /// search in vain (ours, after LevelDB and Pebble).
+    read_triggered_compactions: bool = true;
     /// With --use_direct_reads, Strata caches data blocks compressed, as
     /// stored (ours).
     cache_compressed_under_direct_reads: bool = true;

@@ -185,6 +185,8 @@ pub struct EngineConfig {
     pub sst_partitioner_fixed_prefix: usize,
     /// `--stream_aware_cutting` (Strata only).
     pub stream_aware_cutting: bool,
+    /// `--read_triggered_compactions` (Strata only).
+    pub read_triggered_compactions: bool,
     /// `--cache_compressed_under_direct_reads` (Strata only).
     pub cache_compressed_under_direct_reads: bool,
     /// `--table_format`.
@@ -265,6 +267,7 @@ impl EngineConfig {
                 .any(|b| b == "fillmvcc" || b == "mvccscan"),
             sst_partitioner_fixed_prefix: f.sst_partitioner_fixed_prefix.max(0) as usize,
             stream_aware_cutting: f.stream_aware_cutting,
+            read_triggered_compactions: f.read_triggered_compactions,
             cache_compressed_under_direct_reads: f.cache_compressed_under_direct_reads,
             table_format: TableFormat::parse(&f.table_format)?,
             packed_from_level: if (0..7).contains(&f.packed_from_level) {

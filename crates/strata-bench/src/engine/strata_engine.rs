@@ -135,6 +135,7 @@ fn options(cfg: &EngineConfig, create: bool) -> Result<Options> {
         ));
     }
     o.set_stream_aware_cutting(cfg.stream_aware_cutting);
+    o.set_read_triggered_compactions(cfg.read_triggered_compactions);
     if cfg.table_format == TableFormat::Packed {
         let mut p = strata::PackedTableOptions::default();
         p.set_from_level(cfg.packed_from_level);

@@ -291,6 +291,9 @@ pub(crate) struct DbShared {
     pub(crate) tables_dropped_unread: std::sync::atomic::AtomicU64,
     /// Key ranges merged by compactions split into subcompactions.
     pub(crate) subcompactions: std::sync::atomic::AtomicU64,
+    /// Compactions run because point lookups searched a file in vain too
+    /// often (`strata.num-read-triggered-compactions`).
+    pub(crate) read_triggered_compactions: std::sync::atomic::AtomicU64,
     /// The last sequence number whose write is in a memtable, published
     /// (Release) after the write's entries are; read (Acquire) before
     /// `read_view`.

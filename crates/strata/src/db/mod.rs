@@ -614,6 +614,9 @@ impl DB {
     /// counted by each iterator in runs of 1,024 and when it drops),
     /// `strata.num-tables-dropped-unread` (compaction inputs wholly under
     /// newer range deletions, deleted without being read),
+    /// `strata.num-read-triggered-compactions` (compactions of files that
+    /// point lookups searched in vain too often; see
+    /// [`Options::set_read_triggered_compactions`]),
     /// `strata.num-flushes`, `strata.num-compactions` (trivial moves
     /// included),
     /// `strata.estimate-table-readers-mem` (heap the open table readers
@@ -968,6 +971,11 @@ impl DbInner {
             "num-iterator-steps" => Some(self.iterator_steps.sum().to_string()),
             "num-subcompactions" => Some(
                 self.subcompactions
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    .to_string(),
+            ),
+            "num-read-triggered-compactions" => Some(
+                self.read_triggered_compactions
                     .load(std::sync::atomic::Ordering::Relaxed)
                     .to_string(),
             ),

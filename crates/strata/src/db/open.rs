@@ -407,6 +407,7 @@ fn build(
         iterator_steps: Default::default(),
         tables_dropped_unread: Default::default(),
         subcompactions: Default::default(),
+        read_triggered_compactions: Default::default(),
     });
     let mut st = shared.state.lock();
     for (id, name) in on_record {

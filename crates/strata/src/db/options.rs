@@ -283,6 +283,7 @@ pub struct Options {
     pub(crate) enable_pipelined_write: bool,
     pub(crate) compression: CompressionType,
     pub(crate) disable_auto_compactions: bool,
+    pub(crate) read_triggered_compactions: bool,
     pub(crate) level_compaction_dynamic_level_bytes: bool,
     pub(crate) max_compaction_bytes: u64,
     pub(crate) wal_recovery_mode: WalRecoveryMode,
@@ -357,6 +358,7 @@ impl Default for Options {
             enable_pipelined_write: false,
             compression: CompressionType::Snappy,
             disable_auto_compactions: false,
+            read_triggered_compactions: true,
             level_compaction_dynamic_level_bytes: false,
             max_compaction_bytes: 0,
             wal_recovery_mode: WalRecoveryMode::TolerateCorruptedTailRecords,
@@ -661,6 +663,15 @@ impl Options {
     /// Turns automatic compactions off.
     pub fn set_disable_auto_compactions(&mut self, v: bool) {
         self.disable_auto_compactions = v;
+    }
+    /// Compacts a file that point lookups keep searching in vain (they read
+    /// a block of it, miss, and find the key in an older file), once they
+    /// have wasted about one lookup per 16 KiB of it: LevelDB's seek
+    /// compaction, Pebble's read-triggered compaction. The lowest-priority
+    /// compaction, never while memtables wait for a flush. On by default
+    /// (as in Pebble); RocksDB has none.
+    pub fn set_read_triggered_compactions(&mut self, v: bool) {
+        self.read_triggered_compactions = v;
     }
     /// Level targets computed from the last level upward.
     pub fn set_level_compaction_dynamic_level_bytes(&mut self, v: bool) {

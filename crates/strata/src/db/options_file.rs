@@ -129,6 +129,10 @@ impl Options {
             self.disable_auto_compactions.into(),
         );
         t.insert(
+            "read_triggered_compactions".into(),
+            self.read_triggered_compactions.into(),
+        );
+        t.insert(
             "level_compaction_dynamic_level_bytes".into(),
             self.level_compaction_dynamic_level_bytes.into(),
         );
@@ -311,6 +315,7 @@ fn apply(o: &mut Options, key: &str, v: &Value) -> Check<()> {
             o.set_compression_type(as_str(v)?.parse().map_err(|e: Error| e.to_string())?)
         }
         "disable_auto_compactions" => o.set_disable_auto_compactions(as_bool(v)?),
+        "read_triggered_compactions" => o.set_read_triggered_compactions(as_bool(v)?),
         "level_compaction_dynamic_level_bytes" => {
             o.set_level_compaction_dynamic_level_bytes(as_bool(v)?)
         }
@@ -436,6 +441,7 @@ mod tests {
         o.set_max_bytes_for_level_multiplier(4.5);
         o.set_compression_type("zstd".parse().unwrap());
         o.set_wal_recovery_mode(WalRecoveryMode::AbsoluteConsistency);
+        o.set_read_triggered_compactions(false);
         o.set_comparator_object(Arc::new(ReverseBytewiseComparator));
         o.set_prefix_extractor(SliceTransform::create_fixed_prefix(6));
         o.set_sst_partitioner_factory(SstPartitionerFactory::fixed_prefix(3));
@@ -454,6 +460,7 @@ mod tests {
         let back = Options::from_toml(&text, "test").unwrap();
         assert_eq!(back.to_toml(), text);
         assert_eq!(back.write_buffer_size, 1 << 20);
+        assert!(!back.read_triggered_compactions);
         assert_eq!(back.comparator.name(), "rocksdb.ReverseBytewiseComparator");
         assert_eq!(back.packed.as_ref().unwrap().from_level, 2);
         assert_eq!(back.table.block_size_deviation, 25);

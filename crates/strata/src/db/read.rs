@@ -279,18 +279,32 @@ impl DbInner {
             let hash = filter_hash(key);
             let mut read_ahead = fill_cache && self.opts.use_direct_reads;
             let mut base: Base = None;
+            // The first table searched in vain, charged if the lookup goes
+            // on to another (one charge per lookup, as LevelDB's).
+            let mut wasted: Option<(usize, &Arc<FileMetaData>)> = None;
+            let mut charged = !self.opts.read_triggered_compactions;
             let mut candidates = self.candidate_files(sv, key, lookup);
             while let Some((level, f)) = candidates.next() {
+                if let Some((level, f)) = wasted.take() {
+                    self.charge_seek(sv, level, f);
+                    charged = true;
+                }
                 let table = self.table_cache.get_for(f, level)?;
                 if read_ahead && self.read_ahead_for_get(&table, candidates.clone(), lookup, hash) {
                     read_ahead = false;
                 }
                 let mut visit = merge_visitor(floor, &mut operands, &mut base);
+                let mut searched = false;
                 if merging {
                     table.for_each_version(lookup, hash, fill_cache, &mut visit)?;
-                } else if let Some(e) =
-                    table.get_opt(lookup, hash, fill_cache, floor > 0, Some(&mut visit))?
-                {
+                } else if let Some(e) = table.get_opt(
+                    lookup,
+                    hash,
+                    fill_cache,
+                    floor > 0,
+                    Some(&mut visit),
+                    &mut searched,
+                )? {
                     if e.sequence < floor {
                         return Ok(TablesEnd::Answer(None)); // under a range deletion
                     }
@@ -305,6 +319,8 @@ impl DbInner {
                         // Visited, with the table's older versions.
                         ValueKind::Merge => merging = true,
                     }
+                } else if searched && !charged {
+                    wasted = Some((level, f));
                 }
                 drop(visit);
                 if let Some(base) = base.take() {
@@ -319,6 +335,19 @@ impl DbInner {
         match end {
             TablesEnd::Answer(v) => Ok(v),
             TablesEnd::Merge(base) => self.full_merge(key, base.as_deref(), operands),
+        }
+    }
+
+    /// Takes one wasted lookup from `f` (of `level`), which a lookup
+    /// searched before finding its answer in, or going on to, an older
+    /// file; when that leaves `f` due, names it the read-triggered
+    /// compaction candidate of the lookup's version and wakes the
+    /// background threads (once per version: the state lock is taken
+    /// only then).
+    fn charge_seek(&self, sv: &SuperVersion, level: usize, f: &Arc<FileMetaData>) {
+        if f.charge_seek() && sv.version.seek_compaction.set((level, f.clone())).is_ok() {
+            let _st = self.state.lock();
+            self.bg_work.notify_all();
         }
     }
 

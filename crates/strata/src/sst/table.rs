@@ -133,9 +133,10 @@ impl Table {
         }
     }
 
-    /// See [`TableReader::get_opt_walk`]; only what a database read
+    /// See [`TableReader::get_searching`]; only what a database read
     /// needs. A packed table reads the entry's sequence number only if
-    /// `need_sequence` (a range deletion may hide it).
+    /// `need_sequence` (a range deletion may hide it), and never sets
+    /// `searched`: its lookups read no blocks.
     #[inline]
     pub(crate) fn get_opt(
         &self,
@@ -144,10 +145,11 @@ impl Table {
         fill_cache: bool,
         need_sequence: bool,
         on_merge: Option<&mut VersionVisitor<'_>>,
+        searched: &mut bool,
     ) -> Result<Option<Found>> {
         match self {
             Table::Block(t) => Ok(t
-                .get_opt_walk(lookup, hash, fill_cache, on_merge)?
+                .get_searching(lookup, hash, fill_cache, on_merge, searched)?
                 .map(Found::from)),
             Table::Packed(t) => {
                 let Some((sequence, kind, value)) = t.get_value(lookup, need_sequence)? else {

@@ -777,9 +777,24 @@ impl TableReader {
         fill_cache: bool,
         on_merge: Option<&mut VersionVisitor<'_>>,
     ) -> Result<Option<TableEntry>> {
+        self.get_searching(lookup, hash, fill_cache, on_merge, &mut false)
+    }
+
+    /// [`TableReader::get_opt_walk`], setting `searched` if the filter let
+    /// the key through, so that the lookup read the table's index and a
+    /// data block.
+    pub(crate) fn get_searching(
+        &self,
+        lookup: &[u8],
+        hash: u64,
+        fill_cache: bool,
+        on_merge: Option<&mut VersionVisitor<'_>>,
+        searched: &mut bool,
+    ) -> Result<Option<TableEntry>> {
         if self.filter_excludes(extract_user_key(lookup), hash)? {
             return Ok(None);
         }
+        *searched = true;
         let index = self.index()?;
         let array = index.array()?;
         let first = array.lower_bound(lookup);

@@ -1,6 +1,6 @@
 //! What a version knows about one table file.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::NewFile;
@@ -41,6 +41,25 @@ pub struct FileMetaData {
     /// hash lookup (RocksDB keeps `FileDescriptor::table_reader` for the
     /// same reason). It closes when the last version holding the file goes.
     pub(crate) reader: OnceLock<Table>,
+    /// Point lookups that may still search this file in vain before it is
+    /// due for a read-triggered compaction (LevelDB's `allowed_seeks`):
+    /// each `get` that reads a block of the file, misses, and goes on to
+    /// an older file takes one. Not persisted: a reopen starts afresh.
+    pub(crate) allowed_seeks: AtomicI64,
+}
+
+/// Bytes of a file that one wasted lookup is worth compacting (LevelDB's
+/// and Pebble's figure: a block read from the device costs about as much
+/// as compacting 16 KiB).
+const BYTES_PER_SEEK: u64 = 16 << 10;
+/// The fewest wasted lookups that make any file due (LevelDB's).
+const MIN_ALLOWED_SEEKS: i64 = 100;
+
+/// The wasted lookups a file of `file_size` bytes is allowed.
+pub(crate) fn allowed_seeks(file_size: u64) -> i64 {
+    i64::try_from(file_size / BYTES_PER_SEEK)
+        .unwrap_or(i64::MAX)
+        .max(MIN_ALLOWED_SEEKS)
 }
 
 impl FileMetaData {
@@ -65,7 +84,18 @@ impl FileMetaData {
             fragmented_range_dels: OnceLock::new(),
             being_compacted: AtomicBool::new(false),
             reader: OnceLock::new(),
+            allowed_seeks: AtomicI64::new(allowed_seeks(file_size)),
         }
+    }
+
+    /// Takes one wasted lookup from the file's allowance; true if that
+    /// leaves none (the file is due for a read-triggered compaction). A
+    /// file already due takes no more (its counter is not written again).
+    pub(crate) fn charge_seek(&self) -> bool {
+        if self.allowed_seeks.load(Ordering::Relaxed) <= 0 {
+            return true;
+        }
+        self.allowed_seeks.fetch_sub(1, Ordering::Relaxed) <= 1
     }
 
     /// The persisted fields, as a version edit records them.

@@ -62,6 +62,12 @@ pub struct Version {
     /// iterator over the version (`DbInner::internal_iter`), which gives
     /// each level its own list.
     pub(crate) level_range_dels: [LevelRangeDels; NUM_LEVELS],
+    /// A file of this version that point lookups searched in vain until
+    /// its allowance ran out (see [`FileMetaData::charge_seek`]), with its
+    /// level: the candidate for a read-triggered compaction. Set by the
+    /// first lookup that finds it due; a later version starts without one
+    /// (the next wasted lookup of a file still due sets it again).
+    pub(crate) seek_compaction: std::sync::OnceLock<(usize, Arc<FileMetaData>)>,
 }
 
 /// A fragmented list of range deletions built once, or `None` if there
@@ -87,6 +93,7 @@ impl Version {
             level0_depth: 0,
             range_dels: std::sync::OnceLock::new(),
             level_range_dels: Default::default(),
+            seek_compaction: std::sync::OnceLock::new(),
         }
     }
 

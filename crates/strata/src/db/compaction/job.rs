@@ -34,6 +34,10 @@ impl DbInner {
         for f in c.all_inputs() {
             f.being_compacted.store(true, Ordering::Release);
         }
+        if c.read_triggered {
+            self.read_triggered_compactions
+                .fetch_add(1, Ordering::Relaxed);
+        }
         let id = st.next_compaction_id;
         st.next_compaction_id += 1;
         let cf = st.cf_mut(self.id);

@@ -22,6 +22,10 @@ pub(crate) const LAST_LEVEL: usize = NUM_LEVELS - 1;
 /// move capped at L1's excess (one file), RocksDB 1.5 GB.
 const MULTI_TRIVIAL_MOVE_FILES: usize = 4;
 
+/// A read-triggered compaction rewrites at most this many bytes of the
+/// level below per byte it moves down (Pebble's `allowedCompactionWidth`).
+const MAX_READ_COMPACTION_WIDTH: u64 = 35;
+
 /// Target sizes of the levels for one version.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct LevelTargets {
@@ -108,6 +112,9 @@ pub(crate) struct Compaction {
     /// Run by `compact_range` (which may split it into subcompactions at
     /// any level).
     pub(crate) manual: bool,
+    /// Picked because point lookups searched one of its inputs in vain too
+    /// often (see [`FileMetaData::charge_seek`]).
+    pub(crate) read_triggered: bool,
 }
 
 impl Compaction {
@@ -315,7 +322,53 @@ impl DbInner {
                 return Some(c);
             }
         }
-        None
+        let (level, file) = version.seek_compaction.get()?;
+        self.read_triggered(st, &version, &targets, *level, file)
+    }
+
+    /// The compaction of `file` (of `level`), which point lookups searched
+    /// in vain until its allowance ran out: LevelDB's seek compaction, as
+    /// Pebble schedules its read-triggered ones. The lowest priority: only
+    /// when no level is due, no memtable waits for a flush (writes are
+    /// coming in, and their compactions will reshape the tree anyway), and
+    /// the rewrite of the level below stays narrow: at most 35 times the
+    /// bytes moved down (Pebble's bound) and the compaction size limit.
+    ///
+    /// After a bulk load, a read-mostly phase meets level 0 below its
+    /// trigger: every lookup of a key in a lower level reads a block of
+    /// each level-0 file over its key, and without filters it reads that
+    /// block from the device. This moves such files down.
+    fn read_triggered(
+        &self,
+        st: &DbState,
+        version: &Arc<Version>,
+        targets: &LevelTargets,
+        level: usize,
+        file: &Arc<FileMetaData>,
+    ) -> Option<Compaction> {
+        if !self.opts.read_triggered_compactions
+            || st.flush_running()
+            || !st.cf(self.id).imm.is_empty()
+            || busy(file)
+        {
+            return None;
+        }
+        let mut c = match level {
+            0 => self.compaction_for_level(st, version, targets, 0)?,
+            _ if level + 1 < NUM_LEVELS => {
+                self.build_compaction(st, version, level, level + 1, vec![file.clone()])?
+            }
+            _ => return None,
+        };
+        let moved = c.input_bytes(0);
+        let rewritten = c.input_bytes(1);
+        if rewritten > moved.saturating_mul(MAX_READ_COMPACTION_WIDTH)
+            || moved + rewritten > self.max_compaction_bytes()
+        {
+            return None;
+        }
+        c.read_triggered = true;
+        Some(c)
     }
 
     /// (level, score) for L0 and every level from the base level down to
@@ -457,6 +510,7 @@ impl DbInner {
             range,
             max_move_bytes,
             manual: false,
+            read_triggered: false,
         })
     }
 
@@ -572,6 +626,7 @@ impl DbInner {
             range,
             max_move_bytes: self.opts.target_file_size(output_level).saturating_mul(2),
             manual: false,
+            read_triggered: false,
         })
     }
 

@@ -1,0 +1,131 @@
+//! Read-triggered compactions (`Options::set_read_triggered_compactions`):
+//! a level-0 file below the compaction trigger that point lookups keep
+//! searching in vain (they read a block of it and find their key in an
+//! older level) is compacted down once they have wasted its allowance,
+//! and the database still holds what a `BTreeMap` model holds. Lookups
+//! that a filter turns away from the file waste nothing, and the option
+//! off leaves the file where it is.
+
+mod common;
+
+use common::{contents, files_per_level, prop};
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use strata_kv::env::MemFileSystem;
+use strata_kv::{BlockBasedOptions, Options, DB};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Lookups a small file may waste before it is due (LevelDB's minimum).
+const MIN_ALLOWED_SEEKS: u32 = 100;
+
+fn key(i: u32) -> Vec<u8> {
+    format!("{i:08}").into_bytes()
+}
+
+fn options(bloom: bool, read_triggered: bool) -> Options {
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.set_file_system(Arc::new(MemFileSystem::new()));
+    opts.set_write_buffer_size(4 << 20);
+    opts.set_target_file_size_base(64 << 10);
+    opts.set_level_zero_file_num_compaction_trigger(4);
+    opts.set_read_triggered_compactions(read_triggered);
+    let mut t = BlockBasedOptions::default();
+    t.set_block_size(1024);
+    if bloom {
+        t.set_bloom_filter(10.0, false);
+    }
+    opts.set_block_based_table_factory(&t);
+    opts
+}
+
+/// A database whose lower levels hold the even keys below 10,000 and whose
+/// level 0 holds one flush of keys 1, 11, 21, ... over the same range, with
+/// the model of both and the number of level-0 files (the flush may be cut
+/// where the lower level's files end).
+fn open_with_one_level0_flush(opts: &Options) -> (DB, Model, u32) {
+    let db = DB::open(opts, "/db").unwrap();
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut model = Model::new();
+    let mut put = |db: &DB, i: u32| {
+        let v: Vec<u8> = (0..60).map(|_| rng.gen()).collect();
+        db.put(key(i), &v).unwrap();
+        model.insert(key(i), v);
+    };
+    for i in (0..10_000).step_by(2) {
+        put(&db, i);
+    }
+    db.compact_range(None::<&[u8]>, None::<&[u8]>).unwrap();
+    for i in (1..10_000).step_by(10) {
+        put(&db, i);
+    }
+    db.flush().unwrap();
+    db.wait_for_compact().unwrap();
+    let l0 = files_per_level(&db)[0] as u32;
+    assert!(l0 >= 1, "the flush stays in level 0, below the trigger");
+    assert!(files_per_level(&db)[1..].iter().sum::<u64>() > 0);
+    (db, model, l0)
+}
+
+/// Looks up `n` even keys (in the lower levels, not in the level-0 file),
+/// checking each against the model.
+fn read_lower_keys(db: &DB, model: &Model, n: u32) {
+    for j in 0..n {
+        let k = key((j * 38) % 10_000);
+        assert_eq!(
+            db.get(&k).unwrap().as_deref(),
+            model.get(&k).map(|v| &v[..])
+        );
+    }
+}
+
+#[test]
+fn lookups_that_search_a_level0_file_in_vain_compact_it_down() {
+    let (db, model, l0) = open_with_one_level0_flush(&options(false, true));
+    // Under their allowance (shared out over the files), the files stay.
+    read_lower_keys(&db, &model, MIN_ALLOWED_SEEKS - 10);
+    db.wait_for_compact().unwrap();
+    assert_eq!(files_per_level(&db)[0] as u32, l0);
+    assert_eq!(prop(&db, "strata.num-read-triggered-compactions"), 0);
+    // Past it, the files go down and the data stays whole.
+    read_lower_keys(&db, &model, 3 * l0 * MIN_ALLOWED_SEEKS);
+    db.wait_for_compact().unwrap();
+    assert_eq!(files_per_level(&db)[0], 0, "level 0 is compacted down");
+    assert!(prop(&db, "strata.num-read-triggered-compactions") >= 1);
+    let expected: Vec<(Vec<u8>, Vec<u8>)> = model.clone().into_iter().collect();
+    assert_eq!(contents(&db), expected);
+    read_lower_keys(&db, &model, 1_000);
+    for i in (1..10_000).step_by(10) {
+        assert_eq!(
+            db.get(key(i)).unwrap().as_deref(),
+            model.get(&key(i)).map(|v| &v[..])
+        );
+    }
+}
+
+#[test]
+fn lookups_a_filter_turns_away_waste_nothing() {
+    let (db, model, l0) = open_with_one_level0_flush(&options(true, true));
+    read_lower_keys(&db, &model, 3 * l0 * MIN_ALLOWED_SEEKS);
+    db.wait_for_compact().unwrap();
+    assert_eq!(
+        files_per_level(&db)[0] as u32,
+        l0,
+        "the filter kept the lookups out"
+    );
+    assert_eq!(prop(&db, "strata.num-read-triggered-compactions"), 0);
+}
+
+#[test]
+fn read_triggered_compactions_can_be_turned_off() {
+    let (db, model, l0) = open_with_one_level0_flush(&options(false, false));
+    read_lower_keys(&db, &model, 3 * l0 * MIN_ALLOWED_SEEKS);
+    db.wait_for_compact().unwrap();
+    assert_eq!(files_per_level(&db)[0] as u32, l0);
+    assert_eq!(prop(&db, "strata.num-read-triggered-compactions"), 0);
+}
