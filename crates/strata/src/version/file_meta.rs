@@ -56,7 +56,7 @@ const BYTES_PER_SEEK: u64 = 16 << 10;
 const MIN_ALLOWED_SEEKS: i64 = 100;
 
 /// The wasted lookups a file of `file_size` bytes is allowed.
-pub(crate) fn allowed_seeks(file_size: u64) -> i64 {
+fn allowed_seeks(file_size: u64) -> i64 {
     i64::try_from(file_size / BYTES_PER_SEEK)
         .unwrap_or(i64::MAX)
         .max(MIN_ALLOWED_SEEKS)

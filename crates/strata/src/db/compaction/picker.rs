@@ -346,10 +346,11 @@ impl DbInner {
         level: usize,
         file: &Arc<FileMetaData>,
     ) -> Option<Compaction> {
+        // Inputs being compacted are refused below: level 0's when any of
+        // its files is, `build_compaction`'s when any of its inputs is.
         if !self.opts.read_triggered_compactions
             || st.flush_running()
             || !st.cf(self.id).imm.is_empty()
-            || busy(file)
         {
             return None;
         }
