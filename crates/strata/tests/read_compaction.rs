@@ -5,14 +5,18 @@
 //! and the database still holds what a `BTreeMap` model holds. Lookups
 //! that a filter turns away from the file waste nothing, and the option
 //! off leaves the file where it is. Below level 0 the same holds for a
-//! file of level 1 over keys that lookups find in level 2.
+//! file of level 1 over keys that lookups find in level 2. A
+//! read-triggered compaction waits until no write has come for a second,
+//! so each test lets that second pass before it checks (`settle`).
 
 mod common;
 
 use common::{contents, files_per_level, prop};
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -23,6 +27,13 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// Lookups a small file may waste before it is due (LevelDB's minimum).
 const MIN_ALLOWED_SEEKS: u32 = 100;
+
+/// Waits out the pause in writes a read-triggered compaction waits for
+/// (one second), then for every compaction.
+fn settle(db: &DB) {
+    std::thread::sleep(Duration::from_millis(1_300));
+    db.wait_for_compact().unwrap();
+}
 
 fn key(i: u32) -> Vec<u8> {
     format!("{i:08}").into_bytes()
@@ -90,12 +101,12 @@ fn lookups_that_search_a_level0_file_in_vain_compact_it_down() {
     let (db, model, l0) = open_with_one_level0_flush(&options(false, true));
     // Under their allowance (shared out over the files), the files stay.
     read_lower_keys(&db, &model, MIN_ALLOWED_SEEKS - 10);
-    db.wait_for_compact().unwrap();
+    settle(&db);
     assert_eq!(files_per_level(&db)[0] as u32, l0);
     assert_eq!(prop(&db, "strata.num-read-triggered-compactions"), 0);
     // Past it, the files go down and the data stays whole.
     read_lower_keys(&db, &model, 3 * l0 * MIN_ALLOWED_SEEKS);
-    db.wait_for_compact().unwrap();
+    settle(&db);
     assert_eq!(files_per_level(&db)[0], 0, "level 0 is compacted down");
     assert!(prop(&db, "strata.num-read-triggered-compactions") >= 1);
     let expected: Vec<(Vec<u8>, Vec<u8>)> = model.clone().into_iter().collect();
@@ -113,7 +124,7 @@ fn lookups_that_search_a_level0_file_in_vain_compact_it_down() {
 fn lookups_a_filter_turns_away_waste_nothing() {
     let (db, model, l0) = open_with_one_level0_flush(&options(true, true));
     read_lower_keys(&db, &model, 3 * l0 * MIN_ALLOWED_SEEKS);
-    db.wait_for_compact().unwrap();
+    settle(&db);
     assert_eq!(
         files_per_level(&db)[0] as u32,
         l0,
@@ -126,27 +137,41 @@ fn lookups_a_filter_turns_away_waste_nothing() {
 fn read_triggered_compactions_can_be_turned_off() {
     let (db, model, l0) = open_with_one_level0_flush(&options(false, false));
     read_lower_keys(&db, &model, 3 * l0 * MIN_ALLOWED_SEEKS);
-    db.wait_for_compact().unwrap();
+    settle(&db);
     assert_eq!(files_per_level(&db)[0] as u32, l0);
     assert_eq!(prop(&db, "strata.num-read-triggered-compactions"), 0);
 }
 
-/// A database with data in levels 1 and 2 and none in level 0 (every
-/// flush is compacted at once), from random puts of the keys below
-/// 10,000, with its model.
+/// A database with keys 0, 2, 4, ... below 10,000 in level 2 and keys
+/// 1, 11, 21, ... over the same range in level 1, nothing in level 0
+/// (each flush is compacted at once), with its model. The even keys are
+/// written with a level-1 target of 1 KiB, so they all go on to level 2;
+/// the database is then reopened with one of 1 MiB for the odd keys.
 fn open_with_levels_1_and_2() -> (DB, Model) {
     let mut opts = options(false, true);
-    opts.set_write_buffer_size(64 << 10);
     opts.set_level_zero_file_num_compaction_trigger(1);
-    opts.set_max_bytes_for_level_base(256 << 10);
-    let db = DB::open(&opts, "/db").unwrap();
+    opts.set_max_bytes_for_level_base(1 << 10);
+    opts.set_max_bytes_for_level_multiplier(10_000.0);
     let mut rng = StdRng::seed_from_u64(11);
     let mut model = Model::new();
-    for _ in 0..20_000 {
-        let i = rng.gen_range(0..10_000);
+    let mut put = |db: &DB, i: u32| {
         let v: Vec<u8> = (0..60).map(|_| rng.gen()).collect();
         db.put(key(i), &v).unwrap();
         model.insert(key(i), v);
+    };
+    let db = DB::open(&opts, "/db").unwrap();
+    for i in (0..10_000).step_by(2) {
+        put(&db, i);
+    }
+    db.flush().unwrap();
+    db.wait_for_compact().unwrap();
+    assert_eq!(files_per_level(&db)[..2], [0, 0]);
+    drop(db);
+    opts.set_max_bytes_for_level_base(1 << 20);
+    opts.set_max_bytes_for_level_multiplier(10.0);
+    let db = DB::open(&opts, "/db").unwrap();
+    for i in (1..10_000).step_by(10) {
+        put(&db, i);
     }
     db.flush().unwrap();
     db.wait_for_compact().unwrap();
@@ -172,7 +197,7 @@ fn lookups_that_search_a_level1_file_in_vain_compact_it_into_level2() {
             );
         }
     }
-    db.wait_for_compact().unwrap();
+    settle(&db);
     let after = files_per_level(&db);
     assert!(
         prop(&db, "strata.num-read-triggered-compactions") >= 1,
@@ -181,5 +206,48 @@ fn lookups_that_search_a_level1_file_in_vain_compact_it_into_level2() {
     assert_eq!(after[0], 0);
     assert!(after[1] < before[1], "{before:?} -> {after:?}");
     let expected: Vec<(Vec<u8>, Vec<u8>)> = model.clone().into_iter().collect();
+    assert_eq!(contents(&db), expected);
+}
+
+#[test]
+fn a_steady_writer_holds_read_triggered_compactions_back() {
+    let (db, mut model, l0) = open_with_one_level0_flush(&options(false, true));
+    let db = Arc::new(db);
+    let stop = Arc::new(AtomicBool::new(false));
+    // A write every 10 ms, to keys the reads do not touch: too few to
+    // flush, enough that no second passes without one.
+    let writer = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut written = Model::new();
+            let mut i = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let (k, v) = (format!("w{i:06}").into_bytes(), vec![b'w'; 20]);
+                db.put(&k, &v).unwrap();
+                written.insert(k, v);
+                i += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            written
+        })
+    };
+    read_lower_keys(&db, &model, 3 * l0 * MIN_ALLOWED_SEEKS);
+    std::thread::sleep(Duration::from_millis(1_500));
+    db.wait_for_compact().unwrap();
+    assert_eq!(prop(&db, "strata.num-read-triggered-compactions"), 0);
+    assert_eq!(
+        files_per_level(&db)[0] as u32,
+        l0,
+        "held back while writes come"
+    );
+    stop.store(true, Ordering::Relaxed);
+    model.extend(writer.join().unwrap());
+    // The files stay due: the next wasted lookups name them again, and
+    // once the writes have paused for a second they go down.
+    read_lower_keys(&db, &model, 3 * l0 * MIN_ALLOWED_SEEKS);
+    settle(&db);
+    assert!(prop(&db, "strata.num-read-triggered-compactions") >= 1);
+    assert_eq!(files_per_level(&db)[0], 0, "level 0 is compacted down");
+    let expected: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
     assert_eq!(contents(&db), expected);
 }

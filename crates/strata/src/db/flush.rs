@@ -79,7 +79,14 @@ impl DbInner {
                     continue;
                 }
             }
-            self.bg_work.wait(&mut st);
+            // A read-triggered compaction waiting for writes to pause is
+            // looked at again when its wait ends.
+            match self.read_compaction_recheck(&st) {
+                Some(due) => {
+                    self.bg_work.wait_until(&mut st, due);
+                }
+                None => self.bg_work.wait(&mut st),
+            }
         }
     }
 

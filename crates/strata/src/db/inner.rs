@@ -294,6 +294,10 @@ pub(crate) struct DbShared {
     /// Compactions run because point lookups searched a file in vain too
     /// often (`strata.num-read-triggered-compactions`).
     pub(crate) read_triggered_compactions: std::sync::atomic::AtomicU64,
+    /// The gate of read-triggered compactions (see
+    /// [`DbInner::writes_quiet`]): the last sequence number the picker saw
+    /// with a read compaction due, and since when it has stood.
+    pub(crate) read_compaction_quiet: parking_lot::Mutex<Option<(u64, std::time::Instant)>>,
     /// The last sequence number whose write is in a memtable, published
     /// (Release) after the write's entries are; read (Acquire) before
     /// `read_view`.

@@ -408,6 +408,7 @@ fn build(
         tables_dropped_unread: Default::default(),
         subcompactions: Default::default(),
         read_triggered_compactions: Default::default(),
+        read_compaction_quiet: Default::default(),
     });
     let mut st = shared.state.lock();
     for (id, name) in on_record {

@@ -668,8 +668,11 @@ impl Options {
     /// a block of it, miss, and find the key in an older file), once they
     /// have wasted about one lookup per 16 KiB of it: LevelDB's seek
     /// compaction, Pebble's read-triggered compaction. The lowest-priority
-    /// compaction, never while memtables wait for a flush. On by default
-    /// (as in Pebble); RocksDB has none.
+    /// compaction, never while memtables wait for a flush, and only once
+    /// no write has come for a second (under a steady writer the
+    /// score-driven compactions reshape level 0 anyway, and compacting
+    /// every flush as readers make it due would multiply the writes). On
+    /// by default (as in Pebble); RocksDB has none.
     pub fn set_read_triggered_compactions(&mut self, v: bool) {
         self.read_triggered_compactions = v;
     }

@@ -3,6 +3,7 @@
 use std::cmp::Ordering as CmpOrdering;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::key::Comparator;
 use crate::version::{FileMetaData, Version, NUM_LEVELS};
@@ -25,6 +26,15 @@ const MULTI_TRIVIAL_MOVE_FILES: usize = 4;
 /// A read-triggered compaction rewrites at most this many bytes of the
 /// level below per byte it moves down (Pebble's `allowedCompactionWidth`).
 const MAX_READ_COMPACTION_WIDTH: u64 = 35;
+
+/// How long no write must come before a read-triggered compaction runs.
+/// Under a steady writer, lookups make each new level-0 file due soon
+/// after its flush, and compacting every flush as it comes nearly tripled
+/// W6's write amplification under `readwhilewriting` (8.9-9.2 against 3.5)
+/// and slowed its writer by 10-25%, for readers no faster
+/// (docs/benchmarks.md, stop 74). While writes come, the score-driven
+/// compactions reshape level 0 anyway.
+const READ_COMPACTION_QUIET: Duration = Duration::from_secs(1);
 
 /// Target sizes of the levels for one version.
 #[derive(Debug, Clone, PartialEq)]
@@ -351,6 +361,7 @@ impl DbInner {
         if !self.opts.read_triggered_compactions
             || st.flush_running()
             || !st.cf(self.id).imm.is_empty()
+            || !self.writes_quiet(st)
         {
             return None;
         }
@@ -370,6 +381,36 @@ impl DbInner {
         }
         c.read_triggered = true;
         Some(c)
+    }
+
+    /// True if no write has come for [`READ_COMPACTION_QUIET`], as far as
+    /// the picker can tell: the last sequence number is the one it saw
+    /// with a read compaction due at least that long ago. Otherwise starts
+    /// (or restarts) the wait; the background threads look again when it
+    /// ends ([`DbInner::read_compaction_recheck`]).
+    fn writes_quiet(&self, st: &DbState) -> bool {
+        let seq = st.versions.last_sequence();
+        let now = Instant::now();
+        let mut quiet = self.read_compaction_quiet.lock();
+        match *quiet {
+            Some((seen, since)) if seen == seq => {
+                now.saturating_duration_since(since) >= READ_COMPACTION_QUIET
+            }
+            _ => {
+                *quiet = Some((seq, now));
+                false
+            }
+        }
+    }
+
+    /// When a read-triggered compaction held back by
+    /// [`writes_quiet`](Self::writes_quiet) may run if no write comes
+    /// before: the background threads wait until then at most, instead of
+    /// until the next event. `None` if none is held back.
+    pub(crate) fn read_compaction_recheck(&self, st: &DbState) -> Option<Instant> {
+        let (seen, since) = (*self.read_compaction_quiet.lock())?;
+        let due = since + READ_COMPACTION_QUIET;
+        (seen == st.versions.last_sequence() && due > Instant::now()).then_some(due)
     }
 
     /// (level, score) for L0 and every level from the base level down to
