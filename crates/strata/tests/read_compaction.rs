@@ -39,6 +39,27 @@ fn key(i: u32) -> Vec<u8> {
     format!("{i:08}").into_bytes()
 }
 
+/// Puts of random 60-byte values, recorded in a model.
+struct RandomWrites {
+    rng: StdRng,
+    model: Model,
+}
+
+impl RandomWrites {
+    fn new(seed: u64) -> RandomWrites {
+        RandomWrites {
+            rng: StdRng::seed_from_u64(seed),
+            model: Model::new(),
+        }
+    }
+
+    fn put(&mut self, db: &DB, i: u32) {
+        let v: Vec<u8> = (0..60).map(|_| self.rng.gen()).collect();
+        db.put(key(i), &v).unwrap();
+        self.model.insert(key(i), v);
+    }
+}
+
 fn options(bloom: bool, read_triggered: bool) -> Options {
     let mut opts = Options::default();
     opts.create_if_missing(true);
@@ -62,26 +83,20 @@ fn options(bloom: bool, read_triggered: bool) -> Options {
 /// where the lower level's files end).
 fn open_with_one_level0_flush(opts: &Options) -> (DB, Model, u32) {
     let db = DB::open(opts, "/db").unwrap();
-    let mut rng = StdRng::seed_from_u64(7);
-    let mut model = Model::new();
-    let mut put = |db: &DB, i: u32| {
-        let v: Vec<u8> = (0..60).map(|_| rng.gen()).collect();
-        db.put(key(i), &v).unwrap();
-        model.insert(key(i), v);
-    };
+    let mut writes = RandomWrites::new(7);
     for i in (0..10_000).step_by(2) {
-        put(&db, i);
+        writes.put(&db, i);
     }
     db.compact_range(None::<&[u8]>, None::<&[u8]>).unwrap();
     for i in (1..10_000).step_by(10) {
-        put(&db, i);
+        writes.put(&db, i);
     }
     db.flush().unwrap();
     db.wait_for_compact().unwrap();
     let l0 = files_per_level(&db)[0] as u32;
     assert!(l0 >= 1, "the flush stays in level 0, below the trigger");
     assert!(files_per_level(&db)[1..].iter().sum::<u64>() > 0);
-    (db, model, l0)
+    (db, writes.model, l0)
 }
 
 /// Looks up `n` even keys (in the lower levels, not in the level-0 file),
@@ -152,16 +167,10 @@ fn open_with_levels_1_and_2() -> (DB, Model) {
     opts.set_level_zero_file_num_compaction_trigger(1);
     opts.set_max_bytes_for_level_base(1 << 10);
     opts.set_max_bytes_for_level_multiplier(10_000.0);
-    let mut rng = StdRng::seed_from_u64(11);
-    let mut model = Model::new();
-    let mut put = |db: &DB, i: u32| {
-        let v: Vec<u8> = (0..60).map(|_| rng.gen()).collect();
-        db.put(key(i), &v).unwrap();
-        model.insert(key(i), v);
-    };
+    let mut writes = RandomWrites::new(11);
     let db = DB::open(&opts, "/db").unwrap();
     for i in (0..10_000).step_by(2) {
-        put(&db, i);
+        writes.put(&db, i);
     }
     db.flush().unwrap();
     db.wait_for_compact().unwrap();
@@ -171,11 +180,11 @@ fn open_with_levels_1_and_2() -> (DB, Model) {
     opts.set_max_bytes_for_level_multiplier(10.0);
     let db = DB::open(&opts, "/db").unwrap();
     for i in (1..10_000).step_by(10) {
-        put(&db, i);
+        writes.put(&db, i);
     }
     db.flush().unwrap();
     db.wait_for_compact().unwrap();
-    (db, model)
+    (db, writes.model)
 }
 
 #[test]
