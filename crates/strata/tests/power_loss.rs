@@ -16,15 +16,19 @@
 //! file under a few seconds).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use strata_kv::dump::WalEntry;
 use strata_kv::env::{
-    CrashMode, FaultInjectionFileSystem, FaultRule, FileOp, FileSystem, MemFileSystem,
+    CrashMode, FaultInjectionFileSystem, FaultRule, FileLock, FileOp, FileSystem, MemFileSystem,
+    RandomAccessFile, SequentialFile, WritableFile,
 };
 use strata_kv::{
-    DBCompressionType, IteratorMode, Options, SstPartitionerFactory, WriteBatch, WriteOptions, DB,
+    DBCompressionType, DBRecoveryMode, IteratorMode, Options, SstPartitionerFactory, WriteBatch,
+    WriteOptions, DB,
 };
 
 const KEYS: u32 = 300;
@@ -395,46 +399,287 @@ fn power_loss_keeping_part_of_the_unsynced_state() {
     }
 }
 
-/// Regression: a memtable switch left the old log's unsynced tail
-/// volatile, so a later synced write (in the new log) could survive a power
-/// loss while earlier writes in the old log did not: no prefix. The switch
-/// now syncs the old log.
-#[test]
-fn memtable_switch_makes_the_old_log_durable() {
-    let fs = FaultInjectionFileSystem::new(Arc::new(MemFileSystem::new()));
+/// A file system whose table creations wait while flushes are held: a
+/// flush started meanwhile waits too, so the log of the memtable it writes
+/// stays (with the writes in it) until they are let go.
+#[derive(Debug)]
+struct HeldFlushes {
+    inner: Arc<dyn FileSystem>,
+    held: Mutex<bool>,
+    let_go: Condvar,
+}
+
+impl HeldFlushes {
+    fn new(inner: Arc<dyn FileSystem>) -> Arc<HeldFlushes> {
+        Arc::new(HeldFlushes {
+            inner,
+            held: Mutex::new(true),
+            let_go: Condvar::new(),
+        })
+    }
+
+    fn let_go(&self) {
+        *self.held.lock().unwrap() = false;
+        self.let_go.notify_all();
+    }
+}
+
+impl FileSystem for HeldFlushes {
+    fn create(&self, path: &Path) -> strata_kv::Result<Box<dyn WritableFile>> {
+        if path.extension().is_some_and(|e| e == "sst") {
+            let mut held = self.held.lock().unwrap();
+            while *held {
+                held = self.let_go.wait(held).unwrap();
+            }
+        }
+        self.inner.create(path)
+    }
+    fn open_append(&self, path: &Path) -> strata_kv::Result<Box<dyn WritableFile>> {
+        self.inner.open_append(path)
+    }
+    fn open_sequential(&self, path: &Path) -> strata_kv::Result<Box<dyn SequentialFile>> {
+        self.inner.open_sequential(path)
+    }
+    fn open_random_access(&self, path: &Path) -> strata_kv::Result<Arc<dyn RandomAccessFile>> {
+        self.inner.open_random_access(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> strata_kv::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> strata_kv::Result<()> {
+        self.inner.remove(path)
+    }
+    fn list(&self, dir: &Path) -> strata_kv::Result<Vec<String>> {
+        self.inner.list(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> strata_kv::Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn remove_dir(&self, dir: &Path) -> strata_kv::Result<()> {
+        self.inner.remove_dir(dir)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn is_dir(&self, path: &Path) -> bool {
+        self.inner.is_dir(path)
+    }
+    fn file_size(&self, path: &Path) -> strata_kv::Result<u64> {
+        self.inner.file_size(path)
+    }
+    fn lock(&self, path: &Path) -> strata_kv::Result<Box<dyn FileLock>> {
+        self.inner.lock(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> strata_kv::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+}
+
+/// The database's logs, oldest first.
+fn logs(fs: &dyn FileSystem) -> Vec<PathBuf> {
+    let mut logs: Vec<PathBuf> = fs
+        .list(Path::new(DB_DIR))
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".log"))
+        .map(|n| Path::new(DB_DIR).join(n))
+        .collect();
+    logs.sort();
+    logs
+}
+
+/// Puts `key(i)` = "v{i}" for i = 0, 1, ... on `fs` (flushes held) until
+/// the memtable has switched, then five more; returns the open database.
+fn write_past_a_switch(fs: Arc<HeldFlushes>) -> DB {
     let mut opts = Options::default();
     opts.create_if_missing(true);
-    opts.set_file_system(Arc::new(fs.clone()));
-    // Big enough that the first switch comes after many writes.
     opts.set_write_buffer_size(32 << 10);
+    opts.set_file_system(fs.clone());
     let db = DB::open(&opts, DB_DIR).unwrap();
-    // Keep the switched memtable (and so its log) from being flushed.
-    fs.inject(FaultRule::new(&[FileOp::Create]).path_contains(".sst"));
-    let logs = || {
-        let mut logs: Vec<String> = fs
-            .list(std::path::Path::new(DB_DIR))
-            .unwrap()
-            .into_iter()
-            .filter(|n| n.ends_with(".log"))
-            .collect();
-        logs.sort();
-        logs
-    };
     let mut i = 0;
-    while logs().len() < 2 {
-        // Fails once the flush of the switched memtable has failed.
-        let _ = db.put(key(i % KEYS), [b'u'; 100]);
+    let mut after = 0;
+    while after < 5 {
+        db.put(key(i), format!("v{i}")).unwrap();
         i += 1;
-        assert!(i < 10_000, "the memtable never switched");
+        if logs(fs.as_ref()).len() > 1 {
+            after += 1;
+        }
+        assert!(i < 5_000, "the memtable never switched");
     }
     assert!(i > 10, "the switch came after {i} writes");
-    let old = std::path::Path::new(DB_DIR).join(&logs()[0]);
+    db
+}
+
+/// A memtable switch does not sync the log it closes; the next synced
+/// write does, before its own log. (Before, the switch synced it: the
+/// writer that filled the memtable waited for that sync.)
+#[test]
+fn a_synced_write_makes_the_older_logs_durable() {
+    let fault = FaultInjectionFileSystem::new(Arc::new(MemFileSystem::new()));
+    let fs = HeldFlushes::new(Arc::new(fault.clone()));
+    let db = write_past_a_switch(fs.clone());
+    let [old, new] = &logs(fs.as_ref())[..] else {
+        panic!("expected two logs")
+    };
+    assert!(
+        fault.unsynced_bytes(old) > 0,
+        "the switch synced the old log"
+    );
+    assert!(fault.unsynced_bytes(new) > 0);
+    let mut sync = WriteOptions::default();
+    sync.set_sync(true);
+    db.put_opt(b"synced", b"1", &sync).unwrap();
     assert_eq!(
-        fs.unsynced_bytes(&old),
+        fault.unsynced_bytes(old),
         0,
         "{} left unsynced",
         old.display()
     );
+    assert_eq!(
+        fault.unsynced_bytes(new),
+        0,
+        "{} left unsynced",
+        new.display()
+    );
+    fs.let_go();
+}
+
+/// With several column families, a flush syncs the logs a switch closed
+/// before its tables go on record: another family may still need the old
+/// log after a power loss, and the flushed family's tables must not hold
+/// writes that its replay would lose.
+#[test]
+fn a_flush_beside_other_families_makes_the_older_logs_durable() {
+    let fault = FaultInjectionFileSystem::new(Arc::new(MemFileSystem::new()));
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.create_missing_column_families(true);
+    opts.set_file_system(Arc::new(fault.clone()));
+    let db = DB::open_cf(&opts, DB_DIR, ["users"]).unwrap();
+    let users = db.cf_handle("users").unwrap();
+    db.put(b"k", b"default").unwrap();
+    db.put_cf(users, b"k", b"users").unwrap();
+    let [old] = logs(&fault).try_into().unwrap();
+    assert!(fault.unsynced_bytes(&old) > 0);
+    db.flush_cf(users).unwrap();
+    assert_eq!(
+        logs(&fault).len(),
+        2,
+        "the default family keeps the old log"
+    );
+    assert_eq!(
+        fault.unsynced_bytes(&old),
+        0,
+        "{} left unsynced",
+        old.display()
+    );
+}
+
+/// What a power loss can leave since a switch no longer syncs the old
+/// log: the old log cut short, the new one kept. Recovery must not replay
+/// the new log's writes over the hole: it stops where the old log ends
+/// (tolerating a torn tail or to a point in time), reports the hole (with
+/// absolute consistency), or skips it (salvaging every record).
+#[test]
+fn a_power_loss_that_cuts_the_old_log_short_ends_recovery_there() {
+    let mem = MemFileSystem::new();
+    let fs = HeldFlushes::new(Arc::new(mem.clone()));
+    let db = write_past_a_switch(fs.clone());
+    // The files as they are now, flushes held: a crash image.
+    let image: Vec<(PathBuf, Vec<u8>)> = mem
+        .list(Path::new(DB_DIR))
+        .unwrap()
+        .into_iter()
+        .filter(|n| n != "LOCK")
+        .map(|n| {
+            let path = Path::new(DB_DIR).join(n);
+            let mut bytes = vec![0; mem.file_size(&path).unwrap() as usize];
+            let mut f = mem.open_sequential(&path).unwrap();
+            let mut at = 0;
+            while at < bytes.len() {
+                let n = f.read(&mut bytes[at..]).unwrap();
+                assert!(n > 0);
+                at += n;
+            }
+            (path, bytes)
+        })
+        .collect();
+    let [old, new] = logs(fs.as_ref()).try_into().unwrap();
+    let first_key = |r: &strata_kv::dump::WalRecord| match &r.entries[..] {
+        [WalEntry::Put(k, _)] => k.clone(),
+        e => panic!("unexpected record {e:?}"),
+    };
+    let old_records = strata_kv::dump::wal_records(&mem, &old).unwrap();
+    let new_keys: Vec<Vec<u8>> = strata_kv::dump::wal_records(&mem, &new)
+        .unwrap()
+        .iter()
+        .map(first_key)
+        .collect();
+    assert!(
+        new_keys.len() >= 5,
+        "{} records in the new log",
+        new_keys.len()
+    );
+    fs.let_go();
+    drop(db);
+
+    let cut_record = &old_records[old_records.len() / 2];
+    let kept: Vec<Vec<u8>> = old_records[..old_records.len() / 2]
+        .iter()
+        .map(first_key)
+        .collect();
+    // A power loss keeping the old log up to `cut` (`None`: not at all).
+    let recover = |cut: Option<u64>, mode: DBRecoveryMode| {
+        let lost = MemFileSystem::new();
+        lost.create_dir_all(Path::new(DB_DIR)).unwrap();
+        for (path, bytes) in &image {
+            let len = if *path == old {
+                match cut {
+                    Some(cut) => cut as usize,
+                    None => continue,
+                }
+            } else {
+                bytes.len()
+            };
+            let mut f = lost.create(path).unwrap();
+            f.append(&bytes[..len]).unwrap();
+            f.sync().unwrap();
+        }
+        let mut opts = Options::default();
+        opts.set_file_system(Arc::new(lost));
+        opts.set_wal_recovery_mode(mode);
+        DB::open(&opts, DB_DIR).map(|db| {
+            db.iterator(IteratorMode::Start)
+                .map(|r| r.unwrap().0.to_vec())
+                .collect::<Vec<Vec<u8>>>()
+        })
+    };
+    let at_record = Some(cut_record.offset);
+    let in_record = Some(cut_record.offset + 3);
+    for mode in [
+        DBRecoveryMode::TolerateCorruptedTailRecords,
+        DBRecoveryMode::PointInTimeRecovery,
+    ] {
+        for cut in [at_record, in_record] {
+            let got = recover(cut, mode).unwrap_or_else(|e| panic!("{mode:?}, {cut:?}: {e}"));
+            assert_eq!(got, kept, "{mode:?}, old log cut at {cut:?}");
+        }
+        let got = recover(None, mode).unwrap();
+        assert_eq!(got, Vec::<Vec<u8>>::new(), "{mode:?}, old log lost");
+    }
+    let e = recover(at_record, DBRecoveryMode::AbsoluteConsistency).unwrap_err();
+    assert!(e.is_corruption(), "{e}");
+    let shown = e.to_string();
+    let name = |p: &PathBuf| p.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        shown.contains(&name(&new)) && shown.contains(&name(&old)),
+        "{shown}"
+    );
+    let got = recover(at_record, DBRecoveryMode::SkipAnyCorruptedRecords).unwrap();
+    let mut salvaged = kept.clone();
+    salvaged.extend(new_keys);
+    salvaged.sort();
+    assert_eq!(got, salvaged, "skipping corrupted records");
 }
 
 /// Regression: flush and compaction synced a new table but not its

@@ -142,6 +142,10 @@ impl DbInner {
         // these separate its versions.
         let snapshots: Vec<SequenceNumber> = st.snapshots.keys().copied().collect();
         let start = Instant::now();
+        // Another family may replay the closed logs after a power loss:
+        // they must be durable before this one's tables hold their writes
+        // (see `closed_logs.rs`).
+        let sync_closed_logs = st.cfs.len() > 1;
         let (built, numbers) = MutexGuard::unlocked(st, || {
             let range_dels = mem.range_deletions();
             let mut it = CoveredFilter::new(mem.iter(), range_dels.clone(), snapshots.clone());
@@ -154,13 +158,23 @@ impl DbInner {
                 }));
             }
             let built = self.write_flush_tables(&mut it, &version, &snapshots, &mut out);
+            let built = built.map_err(|e| (e, false)).and_then(|files| {
+                if sync_closed_logs {
+                    self.closed_logs.sync_all().map_err(|e| (e, true))?;
+                }
+                Ok(files)
+            });
             (built, out.numbers().to_vec())
         });
         drop(version);
         let files = match built {
             Ok(files) => files,
-            Err(e) => {
+            Err((e, in_log)) => {
                 self.discard_outputs(st, &numbers);
+                if in_log {
+                    // A closed log's end is unknown: writes stop for good.
+                    self.set_log_error(st, e.clone());
+                }
                 return Err(e);
             }
         };

@@ -298,6 +298,8 @@ pub(crate) struct DbShared {
     /// [`DbInner::writes_quiet`]): the last sequence number the picker saw
     /// with a read compaction due, and since when it has stood.
     pub(crate) read_compaction_quiet: parking_lot::Mutex<Option<(u64, std::time::Instant)>>,
+    /// Logs a memtable switch closed without syncing.
+    pub(crate) closed_logs: super::closed_logs::ClosedLogs,
     /// The last sequence number whose write is in a memtable, published
     /// (Release) after the write's entries are; read (Acquire) before
     /// `read_view`.
@@ -550,6 +552,7 @@ impl DbInner {
         while st.live_logs.len() > 1 && st.live_logs.front().is_some_and(|&(n, _)| n < min_log) {
             st.live_logs.pop_front();
         }
+        self.closed_logs.forget_older_than(min_log);
         // A read-only open sees another process's files: none is its to
         // delete.
         if self.read_only

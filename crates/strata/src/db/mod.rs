@@ -5,6 +5,7 @@
 
 pub(crate) mod backup;
 pub(crate) mod checkpoint;
+mod closed_logs;
 pub mod column_family;
 mod compaction;
 pub mod db_iter;

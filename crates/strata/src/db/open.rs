@@ -14,7 +14,7 @@ use crate::memtable::{MemTable, SpareBlocks};
 use crate::version::{
     VersionEdit, VersionSet, DEFAULT_COLUMN_FAMILY_ID, DEFAULT_COLUMN_FAMILY_NAME,
 };
-use crate::wal::{LogReader, LogWriter};
+use crate::wal::{LogReader, LogWriter, WalRecoveryMode};
 
 use super::column_family::ColumnFamilyDescriptor;
 use super::filename::{
@@ -409,6 +409,7 @@ fn build(
         subcompactions: Default::default(),
         read_triggered_compactions: Default::default(),
         read_compaction_quiet: Default::default(),
+        closed_logs: Default::default(),
     });
     let mut st = shared.state.lock();
     for (id, name) in on_record {
@@ -537,15 +538,20 @@ impl DbInner {
     /// `rec`: a record of a family goes in only if the family's log number
     /// says its tables do not hold it yet (records of dropped families
     /// are skipped). Raises `max_seq` to the last sequence number
-    /// applied; `after` runs after each batch.
+    /// applied; `after` runs after each batch. `replayed` holds the logs
+    /// this recovery replayed before, with how much of each was intact.
+    ///
+    /// Returns how much of the log was intact, or `None` if it must not be
+    /// replayed, nor any log after it (see [`Self::predecessor_hole`]).
     fn replay_log(
         &self,
         st: &DbState,
         number: u64,
+        replayed: &[(u64, u64)],
         rec: &mut Recovering,
         max_seq: &mut u64,
         mut after: impl FnMut(&mut Recovering) -> Result<()>,
-    ) -> Result<()> {
+    ) -> Result<Option<u64>> {
         let path = log_file_name(&self.dir, number);
         let name = path.display().to_string();
         let mut reader = LogReader::new(
@@ -554,7 +560,12 @@ impl DbInner {
             self.db_opts.wal_recovery_mode,
         );
         let mut record = Vec::new();
-        while reader.read_record(&mut record)? {
+        // The predecessor fragment is known once the first read returns.
+        let mut first = reader.read_record(&mut record)?;
+        if self.predecessor_hole(st, &reader, replayed, &name)? {
+            return Ok(None);
+        }
+        while std::mem::take(&mut first) || reader.read_record(&mut record)? {
             let offset = reader.last_record_offset();
             // Without paranoid checks a record whose checksum holds but
             // whose batch is malformed or out of sequence is skipped, as
@@ -612,7 +623,59 @@ impl DbInner {
             *max_seq = (*max_seq).max(last);
             after(rec)?;
         }
-        Ok(())
+        Ok(Some(reader.valid_end()))
+    }
+
+    /// Whether the log `reader` has begun to read follows an older log
+    /// that a power loss cut short: the older log is still needed (at or
+    /// after the oldest log on record) but less of it was intact than the
+    /// newer log records it held when the newer one was started (or it is
+    /// gone). A memtable switch does not sync the log it closes, so this
+    /// is what a power loss can leave; every write after the cut, in this
+    /// log and the ones after it, was unsynced (a synced write syncs the
+    /// older logs first), and replaying them after the hole would recover
+    /// no prefix of the writes. Tolerating a torn tail or recovering to a
+    /// point in time, the replay stops here (true); with absolute
+    /// consistency the hole is `Corruption`; skipping corrupted records,
+    /// it is skipped (false).
+    fn predecessor_hole(
+        &self,
+        st: &DbState,
+        reader: &LogReader,
+        replayed: &[(u64, u64)],
+        name: &str,
+    ) -> Result<bool> {
+        let Some(p) = reader.predecessor() else {
+            return Ok(false);
+        };
+        if p.number < st.versions.min_log_number() {
+            return Ok(false); // its writes are in tables
+        }
+        let intact = replayed
+            .iter()
+            .find(|&&(n, _)| n == p.number)
+            .map(|&(_, end)| end);
+        if intact.is_some_and(|end| end >= p.size) {
+            return Ok(false);
+        }
+        match self.db_opts.wal_recovery_mode {
+            WalRecoveryMode::SkipAnyCorruptedRecords => Ok(false),
+            WalRecoveryMode::TolerateCorruptedTailRecords
+            | WalRecoveryMode::PointInTimeRecovery => Ok(true),
+            WalRecoveryMode::AbsoluteConsistency => Err(Error::corruption(
+                name,
+                0,
+                format!(
+                    "the log before this one ({}) held {} bytes when this one was started, but {}",
+                    log_file_name(&self.dir, p.number).display(),
+                    p.size,
+                    match intact {
+                        Some(end) => format!("only {end} are intact"),
+                        None => "it is missing".to_string(),
+                    }
+                ),
+            )),
+        }
     }
 
     /// Logged merge operands are replayed only under the merge operator
@@ -654,6 +717,7 @@ impl DbInner {
         let logs = self.logs_to_replay(&mut st, false)?;
         let mut max_seq = st.versions.last_sequence();
         let mut rec = Self::recovering(&st);
+        let mut replayed = Vec::new();
         for &number in &logs {
             let path = log_file_name(&self.dir, number);
             if error_if_log_file_exist && self.fs.file_size(&path)? > 0 {
@@ -662,7 +726,10 @@ impl DbInner {
                     path.display()
                 )));
             }
-            self.replay_log(&st, number, &mut rec, &mut max_seq, |_| Ok(()))?;
+            match self.replay_log(&st, number, &replayed, &mut rec, &mut max_seq, |_| Ok(()))? {
+                Some(end) => replayed.push((number, end)),
+                None => break,
+            }
         }
         st.versions.set_last_sequence(max_seq);
         for (id, handle, mem) in rec.mems {
@@ -689,24 +756,32 @@ impl DbInner {
             .collect();
         let mut max_seq = st.versions.last_sequence();
         let mut rec = Self::recovering(&st);
+        let mut replayed = Vec::new();
         for &number in &logs {
             let mut flushes: Vec<(usize, Arc<MemTable>)> = Vec::new();
             let st_ref: &DbState = &st;
-            self.replay_log(st_ref, number, &mut rec, &mut max_seq, |rec| {
-                for (i, (_, h, mem)) in rec.mems.iter_mut().enumerate() {
-                    if mem.approximate_memory_usage() >= h.opts.write_buffer_size {
-                        let full = std::mem::replace(mem, h.new_memtable());
-                        flushes.push((i, full));
+            let intact =
+                self.replay_log(st_ref, number, &replayed, &mut rec, &mut max_seq, |rec| {
+                    for (i, (_, h, mem)) in rec.mems.iter_mut().enumerate() {
+                        if mem.approximate_memory_usage() >= h.opts.write_buffer_size {
+                            let full = std::mem::replace(mem, h.new_memtable());
+                            flushes.push((i, full));
+                        }
                     }
-                }
-                Ok(())
-            })?;
+                    Ok(())
+                })?;
             // Memtables that filled during this log, written now (their
             // file numbers are taken under the state, which the replay
             // only reads).
             for (i, mem) in flushes {
                 let h = rec.mems[i].1.clone();
                 h.flush_recovered(&mut st, &mem, &mut edits[i].1)?;
+            }
+            match intact {
+                Some(end) => replayed.push((number, end)),
+                // The logs from here on are obsolete once the new log is
+                // on record, and deleted with the others.
+                None => break,
             }
         }
         for (i, (_, h, mem)) in rec.mems.iter().enumerate() {

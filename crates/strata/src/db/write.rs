@@ -35,7 +35,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::error::{Error, Result};
 use crate::key::SequenceNumber;
 use crate::memtable::{MemTable, MemTableWriter};
-use crate::wal::LogWriter;
+use crate::wal::{LogWriter, PredecessorLog};
 
 use super::filename::log_file_name;
 use super::inner::{DbInner, DbState, ImmMemTable, Writer, WriterSlot};
@@ -701,6 +701,8 @@ impl DbInner {
             if let Some(log) = log.as_mut() {
                 log.add_record(group.data())?;
                 if sync {
+                    // Older logs first: this write must not outlast them.
+                    self.closed_logs.sync_all()?;
                     log.sync()?;
                 } else {
                     // Hand the record to the OS so a process crash keeps it.
@@ -961,7 +963,7 @@ impl DbInner {
                 self.group_published.wait(st);
             } else if let Err(e) = self.switch_memtables(st, &full) {
                 // A half-made switch (new log not durable, old log not
-                // synced) leaves the logs in an unknown state: stop writes,
+                // flushed) leaves the logs in an unknown state: stop writes,
                 // as RocksDB does.
                 self.set_log_error(st, e.clone());
                 return Err(e);
@@ -1008,12 +1010,20 @@ impl DbInner {
         let number = st.versions.new_file_number();
         let file = self.fs.create(&log_file_name(&self.dir, number))?;
         self.fs.sync_dir(&self.dir)?;
+        let mut log = LogWriter::new(file);
+        let old_number = st.log_number;
         if let Some(old) = st.log.as_mut() {
-            // Sync, not just flush: a synced write to the new log must not
-            // survive a power loss that drops earlier writes of the old one.
-            old.sync()?;
+            // Not synced here (see `closed_logs.rs`): the new log records
+            // how long the old one is, for recovery to check.
+            old.flush()?;
+            log.add_predecessor(PredecessorLog {
+                number: old_number,
+                size: old.file_size(),
+            })?;
         }
-        st.log = Some(LogWriter::new(file));
+        if let Some(old) = st.log.replace(log) {
+            self.closed_logs.push(old_number, old);
+        }
         st.log_number = number;
         st.live_logs.push_back((number, 0));
         for (&id, cf) in st.cfs.iter_mut() {

@@ -17,6 +17,9 @@ pub(crate) const FRAGMENT_PAYLOAD_BYTES_MAX: usize = BLOCK_SIZE - HEADER_SIZE;
 // The length field is a u16, so a fragment payload must fit in one.
 const _: () = assert!(FRAGMENT_PAYLOAD_BYTES_MAX <= u16::MAX as usize);
 
+/// Fragment types defined in this version.
+pub(crate) const TYPES: usize = 6;
+
 /// The type byte of a fragment: which part of a record it carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FragmentType {
@@ -30,16 +33,20 @@ pub(crate) enum FragmentType {
     Middle = 3,
     /// The last fragment of a split record.
     Last = 4,
+    /// Not a record: what the log before this one held when this one was
+    /// started ([`PredecessorLog`]). Only at offset 0.
+    PredecessorLog = 5,
 }
 
 impl FragmentType {
     /// Every type, indexed by its byte value.
-    pub(crate) const ALL: [FragmentType; 5] = [
+    pub(crate) const ALL: [FragmentType; TYPES] = [
         FragmentType::Zero,
         FragmentType::Full,
         FragmentType::First,
         FragmentType::Middle,
         FragmentType::Last,
+        FragmentType::PredecessorLog,
     ];
 
     /// The type for byte `b`, or `None` for an unknown type.
@@ -50,13 +57,45 @@ impl FragmentType {
 
 /// CRC32C of each type byte alone, indexed by type; a fragment's CRC extends
 /// it over the payload so the type byte is never hashed again.
-pub(crate) fn type_crcs() -> [u32; 5] {
+pub(crate) fn type_crcs() -> [u32; TYPES] {
     FragmentType::ALL.map(|t| crc32c(&[t as u8]))
 }
 
 /// The masked CRC stored in the header of a fragment of type `t`.
-pub(crate) fn fragment_crc(type_crcs: &[u32; 5], t: FragmentType, payload: &[u8]) -> u32 {
+pub(crate) fn fragment_crc(type_crcs: &[u32; TYPES], t: FragmentType, payload: &[u8]) -> u32 {
     mask(crc32c_extend(type_crcs[t as usize], payload))
+}
+
+/// The log before this one, as it was when this one was started: its
+/// number and size in bytes. A log that follows another starts with this,
+/// so that recovery can tell when a power loss took part of the older log
+/// (a memtable switch does not sync it) but kept writes of the newer one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PredecessorLog {
+    pub(crate) number: u64,
+    pub(crate) size: u64,
+}
+
+impl PredecessorLog {
+    /// Payload bytes: number and size, u64 LE each.
+    pub(crate) const ENCODED_LEN: usize = 16;
+
+    pub(crate) fn encode(&self) -> [u8; Self::ENCODED_LEN] {
+        let mut b = [0u8; Self::ENCODED_LEN];
+        b[..8].copy_from_slice(&self.number.to_le_bytes());
+        b[8..].copy_from_slice(&self.size.to_le_bytes());
+        b
+    }
+
+    /// The payload decoded, or `None` if it is not `ENCODED_LEN` bytes.
+    pub(crate) fn decode(payload: &[u8]) -> Option<PredecessorLog> {
+        let b: &[u8; Self::ENCODED_LEN] = payload.try_into().ok()?;
+        let (number, size) = b.split_at(8);
+        Some(PredecessorLog {
+            number: u64::from_le_bytes(number.try_into().ok()?),
+            size: u64::from_le_bytes(size.try_into().ok()?),
+        })
+    }
 }
 
 /// Encodes a fragment header.
@@ -114,11 +153,24 @@ mod tests {
     }
 
     #[test]
+    fn predecessor_round_trip() {
+        let p = PredecessorLog {
+            number: 0x0102_0304_0506_0708,
+            size: 64 << 20,
+        };
+        let b = p.encode();
+        assert_eq!(b[0], 0x08);
+        assert_eq!(PredecessorLog::decode(&b), Some(p));
+        assert_eq!(PredecessorLog::decode(&b[..15]), None);
+        assert_eq!(PredecessorLog::decode(&[0; 17]), None);
+    }
+
+    #[test]
     fn types_by_byte() {
         for t in FragmentType::ALL {
             assert_eq!(FragmentType::from_byte(t as u8), Some(t));
         }
-        assert_eq!(FragmentType::from_byte(5), None);
+        assert_eq!(FragmentType::from_byte(6), None);
         assert_eq!(FragmentType::from_byte(255), None);
     }
 }

@@ -8,6 +8,7 @@
 //! fragment := masked_crc (u32 LE) | length (u16 LE) | type (u8) | payload[length]
 //! crc      := mask(crc32c(type byte ++ payload))
 //! type     := Zero=0 (padding) | Full=1 | First=2 | Middle=3 | Last=4
+//!           | PredecessorLog=5 (at offset 0: the older log's number and size)
 //! trailer  := 0..=6 zero bytes, when fewer than HEADER_SIZE bytes remain
 //! ```
 //!
@@ -22,6 +23,7 @@ mod reader;
 mod recovery_mode;
 mod writer;
 
+pub(crate) use format::PredecessorLog;
 pub use format::{BLOCK_SIZE, HEADER_SIZE};
 pub use reader::LogReader;
 pub use recovery_mode::WalRecoveryMode;

@@ -12,7 +12,9 @@
 
 use std::fmt;
 
-use super::format::{decode_header, type_crcs, FragmentType, Header, BLOCK_SIZE, HEADER_SIZE};
+use super::format::{
+    decode_header, type_crcs, FragmentType, Header, PredecessorLog, BLOCK_SIZE, HEADER_SIZE, TYPES,
+};
 use super::WalRecoveryMode;
 use crate::env::SequentialFile;
 use crate::error::{Error, Result};
@@ -36,8 +38,12 @@ pub struct LogReader {
     block_file_offset: u64,
     /// The last read returned a short block: there are no more blocks.
     eof: bool,
-    type_crcs: [u32; 5],
+    type_crcs: [u32; TYPES],
     last_record_offset: u64,
+    /// File offset just past the last record returned (or the
+    /// predecessor fragment, if no record followed it).
+    valid_end: u64,
+    predecessor: Option<PredecessorLog>,
     dropped_bytes: u64,
     record_bytes_max: usize,
     /// Set when a bad fragment made the rest of its block unparseable but a
@@ -136,6 +142,8 @@ impl LogReader {
             eof: false,
             type_crcs: type_crcs(),
             last_record_offset: 0,
+            valid_end: 0,
+            predecessor: None,
             dropped_bytes: 0,
             record_bytes_max: LOG_RECORD_SIZE_BYTES_MAX,
             hidden_record_start: None,
@@ -178,6 +186,19 @@ impl LogReader {
         self.last_record_offset
     }
 
+    /// File offset just past the last record returned so far (or the
+    /// log's [`PredecessorLog`] fragment, if no record followed it): at the
+    /// end, how much of the log was read intact.
+    pub(crate) fn valid_end(&self) -> u64 {
+        self.valid_end
+    }
+
+    /// The log before this one, as its first fragment records it (known
+    /// once the first [`read_record`](Self::read_record) has returned).
+    pub(crate) fn predecessor(&self) -> Option<PredecessorLog> {
+        self.predecessor
+    }
+
     /// Bytes skipped as torn or corrupt so far (fragment headers and
     /// payloads of lost records and unparseable regions; zero padding and
     /// block trailers are not counted).
@@ -198,6 +219,7 @@ impl LogReader {
                     FragmentType::Middle | FragmentType::Last => {
                         self.on_continuation(f, record, &mut partial)?
                     }
+                    FragmentType::PredecessorLog => self.on_predecessor(f, record, &mut partial)?,
                     FragmentType::Zero => {
                         unreachable!("next_physical returns Zero only as padding")
                     }
@@ -290,6 +312,7 @@ impl LogReader {
         record.extend_from_slice(&self.block[f.start..f.end]);
         if f.t == FragmentType::Full {
             self.last_record_offset = f.offset;
+            self.valid_end = f.offset + f.file_bytes();
             return Ok(Some(true));
         }
         *partial = Some(Partial {
@@ -325,10 +348,47 @@ impl LogReader {
         p.file_bytes += f.file_bytes();
         if f.t == FragmentType::Last {
             self.last_record_offset = p.offset;
+            self.valid_end = f.offset + f.file_bytes();
             *partial = None;
             return Ok(Some(true));
         }
         Ok(None)
+    }
+
+    /// A predecessor-log fragment: kept if it is the log's first fragment
+    /// and well formed, a corruption otherwise (with the record in
+    /// progress, if any: none can be at offset 0).
+    fn on_predecessor(
+        &mut self,
+        f: Fragment,
+        record: &mut Vec<u8>,
+        partial: &mut Option<Partial>,
+    ) -> Result<Decision> {
+        let p = PredecessorLog::decode(&self.block[f.start..f.end]);
+        let what = match p {
+            Some(p) if f.offset == 0 => {
+                self.predecessor = Some(p);
+                self.valid_end = f.file_bytes();
+                return Ok(None);
+            }
+            Some(_) => "predecessor-log fragment not at the start of the log".to_string(),
+            None => format!(
+                "predecessor-log fragment of {} bytes, expected {}",
+                f.len(),
+                PredecessorLog::ENCODED_LEN
+            ),
+        };
+        let mut bytes = f.file_bytes();
+        if let Some(p) = partial.take() {
+            record.clear();
+            bytes += p.file_bytes;
+        }
+        let a = Anomaly {
+            offset: f.offset,
+            what,
+            bytes,
+        };
+        self.on_corruption(a, false)
     }
 
     fn oversized(&self, offset: u64, record_offset: u64, bytes: u64) -> Anomaly {

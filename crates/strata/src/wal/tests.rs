@@ -10,7 +10,7 @@ use proptest::test_runner::FileFailurePersistence;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::format::FragmentType;
+use super::format::{FragmentType, PredecessorLog};
 use super::*;
 use crate::env::{read_file_to_vec, FileSystem, MemFileSystem, SequentialFile, WritableFile};
 use crate::error::{Error, Result};
@@ -575,7 +575,7 @@ fn unknown_type_and_bad_length() {
     let b = fragment(1, b"b", true);
 
     // An unknown type with a valid checksum: only that fragment is skipped.
-    for t in [0u8, 5, 200] {
+    for t in [0u8, 6, 200] {
         let log = [a.clone(), fragment(t, b"zz", true), b.clone()].concat();
         let out = read(&log, WalRecoveryMode::TolerateCorruptedTailRecords);
         assert_eq!(out.corruption_offset(), 8);
@@ -621,6 +621,78 @@ fn unknown_type_and_bad_length() {
     assert_eq!(pit.records, [b"a".to_vec()]);
     let skip = read(&log, WalRecoveryMode::SkipAnyCorruptedRecords);
     assert_eq!(skip.records, [b"a".to_vec(), b"b".to_vec()]);
+}
+
+/// A reader over `bytes` that has read up to the end (or an error).
+fn read_to_end(bytes: &[u8], mode: WalRecoveryMode) -> (LogReader, Vec<Vec<u8>>, Result<()>) {
+    let file = SliceFile {
+        data: bytes.to_vec(),
+        pos: 0,
+        chunk: usize::MAX,
+    };
+    let mut r = LogReader::new(Box::new(file), LOG_NAME, mode);
+    let mut records = Vec::new();
+    let mut record = Vec::new();
+    let end = loop {
+        match r.read_record(&mut record) {
+            Ok(true) => records.push(record.clone()),
+            Ok(false) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    (r, records, end)
+}
+
+#[test]
+fn predecessor_fragment() {
+    let fs = MemFileSystem::new();
+    let path = Path::new("/000002.log");
+    let mut w = LogWriter::new(fs.create(path).unwrap());
+    let p = PredecessorLog {
+        number: 7,
+        size: 1234,
+    };
+    w.add_predecessor(p).unwrap();
+    assert!(w.add_predecessor(p).is_err(), "only at the start");
+    w.add_record(b"a").unwrap();
+    w.flush().unwrap();
+    drop(w);
+    let bytes = read_file_to_vec(&fs, path).unwrap();
+    let first = HEADER_SIZE + PredecessorLog::ENCODED_LEN;
+    assert_eq!(bytes[..first], fragment(5, &p.encode(), true)[..]);
+    for mode in MODES {
+        let (r, records, end) = read_to_end(&bytes, mode);
+        assert!(end.is_ok(), "{mode:?}: {end:?}");
+        assert_eq!(records, [b"a".to_vec()], "{mode:?}");
+        assert_eq!(r.predecessor(), Some(p), "{mode:?}");
+        assert_eq!(r.last_record_offset(), first as u64);
+        assert_eq!(r.valid_end(), bytes.len() as u64);
+        // A torn record after it: intact up to the predecessor.
+        let (r, records, end) = read_to_end(&bytes[..bytes.len() - 1], mode);
+        if mode != WalRecoveryMode::AbsoluteConsistency {
+            assert!(end.is_ok() && records.is_empty(), "{mode:?}: {end:?}");
+            assert_eq!(r.predecessor(), Some(p));
+            assert_eq!(r.valid_end(), first as u64, "{mode:?}");
+        }
+    }
+
+    // Anywhere but at the start, or of the wrong length, it is corrupt.
+    let a = fragment(1, b"a", true);
+    let b = fragment(1, b"b", true);
+    let later = [a.clone(), fragment(5, &p.encode(), true), b.clone()].concat();
+    let out = read(&later, WalRecoveryMode::AbsoluteConsistency);
+    assert_eq!(out.corruption_offset(), 8);
+    assert!(out.corruption_what().contains("not at the start"));
+    let (r, records, _) = read_to_end(&later, WalRecoveryMode::SkipAnyCorruptedRecords);
+    assert_eq!(records, [b"a".to_vec(), b"b".to_vec()]);
+    assert_eq!(r.predecessor(), None);
+    let short = [fragment(5, b"short", true), b].concat();
+    let out = read(&short, WalRecoveryMode::AbsoluteConsistency);
+    assert_eq!(out.corruption_offset(), 0);
+    assert_eq!(
+        out.corruption_what(),
+        "predecessor-log fragment of 5 bytes, expected 16"
+    );
 }
 
 #[test]

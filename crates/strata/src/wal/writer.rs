@@ -5,7 +5,8 @@
 //! filled with zeros and the next fragment starts a new block.
 
 use super::format::{
-    encode_header, fragment_crc, type_crcs, FragmentType, BLOCK_SIZE, HEADER_SIZE,
+    encode_header, fragment_crc, type_crcs, FragmentType, PredecessorLog, BLOCK_SIZE, HEADER_SIZE,
+    TYPES,
 };
 use crate::env::WritableFile;
 use crate::error::{Error, Result};
@@ -21,7 +22,7 @@ pub struct LogWriter {
     file: Box<dyn WritableFile>,
     /// Bytes already used in the current block, in `0..=BLOCK_SIZE`.
     block_offset: usize,
-    type_crcs: [u32; 5],
+    type_crcs: [u32; TYPES],
     failed: Option<Error>,
 }
 
@@ -59,6 +60,25 @@ impl LogWriter {
             return Err(e.clone());
         }
         let result = self.append_fragments(payload);
+        if let Err(e) = &result {
+            self.failed = Some(e.clone());
+        }
+        result
+    }
+
+    /// Writes the [`PredecessorLog`] fragment that starts a log following
+    /// another. Fails with `InvalidArgument` anywhere but at the start of
+    /// an empty log.
+    pub(crate) fn add_predecessor(&mut self, p: PredecessorLog) -> Result<()> {
+        if self.file.size() != 0 || self.block_offset != 0 {
+            return Err(Error::invalid_argument(
+                "a predecessor-log fragment goes only at the start of a log",
+            ));
+        }
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let result = self.emit(FragmentType::PredecessorLog, &p.encode());
         if let Err(e) = &result {
             self.failed = Some(e.clone());
         }

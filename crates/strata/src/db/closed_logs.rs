@@ -1,0 +1,69 @@
+//! Logs a memtable switch closed without syncing them.
+//!
+//! A switch does not sync the log it closes: the writer that fills the
+//! memtable would wait for it (RocksDB does not sync there either). The
+//! closed log is synced later, by whichever comes first:
+//!
+//! - a synced write, before it syncs the active log: a synced write must
+//!   not be durable while earlier writes in an older log are not;
+//! - a flush with more than one column family, before its manifest edit:
+//!   another family may still replay the closed log after a power loss,
+//!   and the flushed family's tables must not hold writes the replay loses.
+//!
+//! Until then a power loss may keep the newer log's writes and lose the
+//! older log's tail. Each new log starts with the older log's number and
+//! size ([`PredecessorLog`](crate::wal::PredecessorLog)), and recovery stops
+//! where an older log falls short of it (`DbInner::predecessor_hole`), so
+//! what is recovered is still a prefix of the writes.
+//!
+//! A closed log that becomes obsolete first (its writes are in tables on
+//! record) is never synced.
+
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use crate::wal::LogWriter;
+
+/// Closed, not yet synced logs, and the lock that orders their syncs.
+#[derive(Default)]
+pub(crate) struct ClosedLogs {
+    /// Logs waiting for a sync, by number, oldest first.
+    pending: Mutex<Vec<(u64, LogWriter)>>,
+    /// Held while logs taken from `pending` are synced, so that a sync
+    /// that finds `pending` empty also waits for one in progress. Holds
+    /// the error of a failed sync: from then on nothing is known about
+    /// that log's end, and every later sync fails with it.
+    syncing: Mutex<Option<Error>>,
+}
+
+impl ClosedLogs {
+    /// Adds log `number`, which the switch just closed; its writes were
+    /// handed to the operating system already.
+    pub(crate) fn push(&self, number: u64, log: LogWriter) {
+        self.pending.lock().push((number, log));
+    }
+
+    /// Forgets the logs older than `min_log` without syncing them: their
+    /// writes are in tables on record, and no recovery reads them again.
+    pub(crate) fn forget_older_than(&self, min_log: u64) {
+        self.pending.lock().retain(|(number, _)| *number >= min_log);
+    }
+
+    /// Returns once every log closed before the call is durable, or with
+    /// the error of the sync that failed. Does I/O: call it without the
+    /// state lock.
+    pub(crate) fn sync_all(&self) -> Result<()> {
+        let mut failed = self.syncing.lock();
+        if let Some(e) = failed.as_ref() {
+            return Err(e.clone());
+        }
+        let logs = std::mem::take(&mut *self.pending.lock());
+        for (_, mut log) in logs {
+            if let Err(e) = log.sync() {
+                *failed = Some(e.clone());
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+}
