@@ -284,6 +284,13 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         }
         Command::Wal(WalCommand::Dump { file }) => {
             let fs = PosixFileSystem::new();
+            if let Some(p) = strata::dump::wal_predecessor(&fs, file)? {
+                writeln!(
+                    out,
+                    "follows log #{}, {} bytes when this one was started",
+                    p.number, p.size
+                )?;
+            }
             for r in strata::dump::wal_records(&fs, file)? {
                 writeln!(
                     out,

@@ -255,6 +255,29 @@ fn manifest_and_wal_dumps_list_every_edit_and_write() {
     assert!(wal.contains(", 1 entries\n"), "{wal}");
     let hex = ok(&["--hex", "wal", "dump", log.to_str().unwrap()]);
     assert!(hex.contains("  put 7731 6f6e65\n"), "{hex}");
+    assert!(!wal.contains("follows log"), "{wal}");
+    // A log a memtable switch started names the one before it.
+    let db = DB::open(&Options::default(), &dir).unwrap();
+    db.put("w2", "two").unwrap();
+    db.flush().unwrap();
+    db.put("w3", "three").unwrap();
+    drop(db);
+    let logs = || {
+        let mut logs: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "log"))
+            .collect();
+        logs.sort();
+        logs
+    };
+    let newest = logs().pop().unwrap();
+    let wal = ok(&["wal", "dump", newest.to_str().unwrap()]);
+    assert!(
+        wal.starts_with("follows log #") && wal.contains(" bytes when this one was started\n"),
+        "{wal}"
+    );
+    assert!(wal.contains("  put w3 three\n"), "{wal}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -127,6 +127,28 @@ pub struct WalRecord {
     pub entries: Vec<WalEntry>,
 }
 
+/// What a write-ahead log records about the log before it: its number and
+/// its size in bytes when this one was started (`docs/format/wal.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalPredecessor {
+    /// The older log's file number.
+    pub number: u64,
+    /// Its size in bytes when this log was started.
+    pub size: u64,
+}
+
+/// The predecessor the write-ahead log at `path` names, if it starts with
+/// one (a log started by a memtable switch does; the first log and one
+/// started by recovery do not).
+pub fn wal_predecessor(fs: &dyn FileSystem, path: &Path) -> Result<Option<WalPredecessor>> {
+    let (mut reader, _) = open_log(fs, path)?;
+    reader.read_record(&mut Vec::new())?;
+    Ok(reader.predecessor().map(|p| WalPredecessor {
+        number: p.number,
+        size: p.size,
+    }))
+}
+
 /// Every record of the write-ahead log at `path`. A torn last record ends
 /// the list; damage elsewhere is `Corruption`.
 pub fn wal_records(fs: &dyn FileSystem, path: &Path) -> Result<Vec<WalRecord>> {

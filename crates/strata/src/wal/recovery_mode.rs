@@ -7,6 +7,13 @@
 /// (Full or First) with a valid checksum follows: what a crash in the middle
 /// of a write leaves behind (a truncated header or payload, a bad checksum in
 /// the last fragments, or a record whose last fragments never arrived).
+///
+/// Across logs, at recovery: a log whose predecessor fragment shows that an
+/// older log still needed was cut short (a power loss after a memtable
+/// switch, which does not sync the old log) ends the replay in the
+/// tolerant and point-in-time modes, is `Corruption` under absolute
+/// consistency, and is passed over when skipping corrupted records
+/// (`docs/format/wal.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WalRecoveryMode {
     /// Drop an incomplete or corrupt record at the tail silently; any other
