@@ -1,7 +1,10 @@
 //! Power loss at random points, on the fault-injecting file system over the
 //! memory one: between operations, at a random file operation (inside a
 //! write, a flush, a compaction or a manifest switch), after an injected
-//! error, and during recovery itself.
+//! error, and during recovery itself. Some rounds make no synced write,
+//! and some hold flushes for a while, so that logs closed by a memtable
+//! switch (unsynced until the next synced write or their flush) are still
+//! needed when the power goes.
 //!
 //! The check after each loss: the database reopens without error, gets and
 //! a full scan agree, and the recovered contents equal the state after some
@@ -67,10 +70,10 @@ fn seeds(default_count: u64) -> Vec<u64> {
     (0..count).collect()
 }
 
-fn options(fs: &FaultInjectionFileSystem, rng: &mut StdRng) -> Options {
+fn options(fs: Arc<dyn FileSystem>, rng: &mut StdRng) -> Options {
     let mut o = Options::default();
     o.create_if_missing(true);
-    o.set_file_system(Arc::new(fs.clone()));
+    o.set_file_system(fs);
     o.set_write_buffer_size(rng.gen_range(4096..16384));
     o.set_target_file_size_base(rng.gen_range(8 << 10..32 << 10));
     o.set_max_bytes_for_level_base(rng.gen_range(32 << 10..128 << 10));
@@ -255,11 +258,48 @@ fn reopen_and_verify(
     recovered
 }
 
+/// How a round writes.
+#[derive(Clone, Copy)]
+struct Writes<'a> {
+    disable_wal: bool,
+    /// One write in this many is synced (0: none).
+    sync_one_in: u32,
+    /// Flushes held from the start of the round (so that the logs of the
+    /// memtables switched out stay, unsynced, beside the newer ones) until
+    /// the next switch could have to wait for one or the round ends, with
+    /// the number of memtables allowed. Meanwhile the round only writes.
+    held: Option<(&'a HeldFlushes, usize)>,
+}
+
+/// Memtables switched out and not yet flushed.
+fn immutable_memtables(db: &DB) -> usize {
+    db.property_value("rocksdb.num-immutable-mem-table")
+        .unwrap()
+        .expect("the property is known")
+        .parse()
+        .unwrap()
+}
+
 /// Runs up to `ops` random operations, recording writes in `h`. Stops at
 /// the first error (the file system went down or a fault was injected).
-fn workload(db: &DB, rng: &mut StdRng, h: &mut History, ops: usize, disable_wal: bool, tag: &str) {
+fn workload(db: &DB, rng: &mut StdRng, h: &mut History, ops: usize, writes: Writes, tag: &str) {
+    let Writes {
+        disable_wal,
+        sync_one_in,
+        held,
+    } = writes;
     for i in 0..ops {
-        let roll = rng.gen_range(0..100);
+        let mut roll = rng.gen_range(0..100);
+        if let Some((gate, max_memtables)) = held.filter(|(gate, _)| gate.is_held()) {
+            // The test thread is the only writer: a write switches at most
+            // once, so it stops only if the immutable memtables are
+            // already as many as they may be.
+            if immutable_memtables(db) + 1 >= max_memtables {
+                gate.let_go();
+            } else if roll < 4 {
+                roll = 4; // a write: a flush or compaction would wait
+            }
+        }
         let ok = if roll < 3 {
             let before = h.writes.len();
             let ok = db.flush().is_ok();
@@ -277,7 +317,7 @@ fn workload(db: &DB, rng: &mut StdRng, h: &mut History, ops: usize, disable_wal:
         } else {
             let write = random_write(rng, &format!("{tag}.{i}"), i);
             let mut wo = WriteOptions::default();
-            let sync = !disable_wal && rng.gen_ratio(1, 4);
+            let sync = !disable_wal && sync_one_in > 0 && rng.gen_ratio(1, sync_one_in);
             wo.set_sync(sync);
             wo.disable_wal(disable_wal);
             let ok = db.write_opt(to_batch(&write), &wo).is_ok();
@@ -310,12 +350,26 @@ fn run(seed: u64, loss: Loss, mode: CrashMode, rounds: usize) {
     let fs = FaultInjectionFileSystem::new(Arc::new(MemFileSystem::new()));
     fs.set_seed(seed);
     fs.set_crash_mode(mode);
-    let opts = options(&fs, &mut rng);
+    let gate = HeldFlushes::new(Arc::new(fs.clone()), false);
+    let max_memtables = rng.gen_range(2..6);
+    let mut opts = options(gate.clone(), &mut rng);
+    opts.set_max_write_buffer_number(max_memtables as i32);
     let mut state = Model::new();
     for round in 0..rounds {
         let label = format!("seed {seed}, {loss:?}, {mode:?}, round {round}");
         let mut h = History::new(state.clone());
-        let disable_wal = rng.gen_ratio(1, 6);
+        // Rounds without synced writes leave the logs a memtable switch
+        // closed unsynced until their flush: a loss may cut them short,
+        // and more likely so while flushes are held.
+        let hold = max_memtables > 2 && rng.gen_ratio(1, 2);
+        if hold {
+            gate.hold();
+        }
+        let writes = Writes {
+            disable_wal: rng.gen_ratio(1, 6),
+            sync_one_in: if rng.gen_ratio(1, 3) { 0 } else { 4 },
+            held: hold.then_some((gate.as_ref(), max_memtables)),
+        };
         {
             let db = DB::open(&opts, DB_DIR).unwrap_or_else(|e| panic!("{label}: open: {e}"));
             match loss {
@@ -324,17 +378,13 @@ fn run(seed: u64, loss: Loss, mode: CrashMode, rounds: usize) {
                 Loss::AfterInjectedError => fs.inject(random_fault(&mut rng)),
             }
             let ops = rng.gen_range(50..500);
-            workload(
-                &db,
-                &mut rng,
-                &mut h,
-                ops,
-                disable_wal,
-                &format!("r{round}"),
-            );
+            workload(&db, &mut rng, &mut h, ops, writes, &format!("r{round}"));
             if !fs.is_down() {
                 fs.crash().unwrap();
             }
+            // The held flushes fail on the fallen file system, so that the
+            // database can close.
+            gate.let_go();
         }
         fs.clear_faults();
         fs.restart();
@@ -410,12 +460,20 @@ struct HeldFlushes {
 }
 
 impl HeldFlushes {
-    fn new(inner: Arc<dyn FileSystem>) -> Arc<HeldFlushes> {
+    fn new(inner: Arc<dyn FileSystem>, held: bool) -> Arc<HeldFlushes> {
         Arc::new(HeldFlushes {
             inner,
-            held: Mutex::new(true),
+            held: Mutex::new(held),
             let_go: Condvar::new(),
         })
+    }
+
+    fn is_held(&self) -> bool {
+        *self.held.lock().unwrap()
+    }
+
+    fn hold(&self) {
+        *self.held.lock().unwrap() = true;
     }
 
     fn let_go(&self) {
@@ -507,6 +565,7 @@ fn write_past_a_switch(fs: Arc<HeldFlushes>) -> DB {
         assert!(i < 5_000, "the memtable never switched");
     }
     assert!(i > 10, "the switch came after {i} writes");
+    assert_eq!(immutable_memtables(&db), 1, "its flush is held");
     db
 }
 
@@ -516,7 +575,7 @@ fn write_past_a_switch(fs: Arc<HeldFlushes>) -> DB {
 #[test]
 fn a_synced_write_makes_the_older_logs_durable() {
     let fault = FaultInjectionFileSystem::new(Arc::new(MemFileSystem::new()));
-    let fs = HeldFlushes::new(Arc::new(fault.clone()));
+    let fs = HeldFlushes::new(Arc::new(fault.clone()), true);
     let db = write_past_a_switch(fs.clone());
     let [old, new] = &logs(fs.as_ref())[..] else {
         panic!("expected two logs")
@@ -583,7 +642,7 @@ fn a_flush_beside_other_families_makes_the_older_logs_durable() {
 #[test]
 fn a_power_loss_that_cuts_the_old_log_short_ends_recovery_there() {
     let mem = MemFileSystem::new();
-    let fs = HeldFlushes::new(Arc::new(mem.clone()));
+    let fs = HeldFlushes::new(Arc::new(mem.clone()), true);
     let db = write_past_a_switch(fs.clone());
     // The files as they are now, flushes held: a crash image.
     let image: Vec<(PathBuf, Vec<u8>)> = mem

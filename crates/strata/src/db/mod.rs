@@ -598,6 +598,8 @@ impl DB {
     /// A database property: `strata.stats` (compaction statistics table),
     /// `strata.levelstats`, `strata.sstables`, `strata.num-files-at-level<N>`,
     /// `strata.total-sst-files-size`, `strata.cur-size-all-mem-tables`,
+    /// `strata.num-immutable-mem-table` (memtables switched out and not yet
+    /// flushed),
     /// `strata.estimate-num-keys`, `strata.user-bytes-written`,
     /// `strata.num-write-groups` (group commits) and
     /// `strata.num-parallel-write-groups` (those shared out for parallel
@@ -928,6 +930,7 @@ impl DbInner {
                 Some(v.all_files().map(|f| f.file_size).sum::<u64>().to_string())
             }
             "cur-size-all-mem-tables" => Some(mem_bytes().to_string()),
+            "num-immutable-mem-table" => Some(cf.imm.len().to_string()),
             "estimate-num-keys" => {
                 let mem: usize = cf.mem.num_entries()
                     + cf.imm.iter().map(|m| m.mem.num_entries()).sum::<usize>();
