@@ -702,7 +702,7 @@ impl DbInner {
                 log.add_record(group.data())?;
                 if sync {
                     // Older logs first: this write must not outlast them.
-                    self.closed_logs.sync_all()?;
+                    self.closed_logs.sync_all(|| self.fs.sync_dir(&self.dir))?;
                     log.sync()?;
                 } else {
                     // Hand the record to the OS so a process crash keeps it.
@@ -1008,8 +1008,8 @@ impl DbInner {
     /// nothing in the old logs: they move to the new one too.
     pub(crate) fn switch_memtables(&self, st: &mut DbState, ids: &[u32]) -> Result<()> {
         let number = st.versions.new_file_number();
+        // The directory is synced later, with the closed logs.
         let file = self.fs.create(&log_file_name(&self.dir, number))?;
-        self.fs.sync_dir(&self.dir)?;
         let mut log = LogWriter::new(file);
         let old_number = st.log_number;
         if let Some(old) = st.log.as_mut() {
@@ -1021,9 +1021,8 @@ impl DbInner {
                 size: old.file_size(),
             })?;
         }
-        if let Some(old) = st.log.replace(log) {
-            self.closed_logs.push(old_number, old);
-        }
+        let closed = st.log.replace(log).map(|old| (old_number, old));
+        self.closed_logs.switched(closed);
         st.log_number = number;
         st.live_logs.push_back((number, 0));
         for (&id, cf) in st.cfs.iter_mut() {
