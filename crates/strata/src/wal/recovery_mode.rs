@@ -9,8 +9,9 @@
 /// the last fragments, or a record whose last fragments never arrived).
 ///
 /// Across logs, at recovery: a log whose predecessor fragment shows that an
-/// older log still needed was cut short (a power loss after a memtable
-/// switch, which does not sync the old log) ends the replay in the
+/// older log still needed was cut short or is missing (a power loss after
+/// a memtable switch, which syncs neither the old log nor the directory)
+/// ends the replay in the
 /// tolerant and point-in-time modes, is `Corruption` under absolute
 /// consistency, and is passed over when skipping corrupted records
 /// (`docs/format/wal.md`).
