@@ -495,3 +495,37 @@ fn a_full_disk_under_the_log_fails_the_write_and_a_reopen_recovers() {
     assert_contents(&db, &model, "after the reopen");
     db.put(b"k", b"v").unwrap();
 }
+
+/// A memtable switch leaves the directory unsynced until the next synced
+/// write. That write's directory sync failing, while a snapshot and an
+/// iterator hold the old state: the write fails alone, later writes fail
+/// with the same error, the readers read on, no file is lost, and a reopen
+/// has everything acknowledged.
+#[test]
+fn a_failed_directory_sync_under_a_synced_write() {
+    let what = "directory sync under a synced write";
+    let (fs, opts) = setup();
+    let db = DB::open(&opts, DB_DIR).unwrap();
+    let mut model = Model::new();
+    put_range(&db, &mut model, "a", 0..300);
+    // Switches the memtable (a new log, the directory not synced) and
+    // waits for the flush, so that no table's creation meets the fault.
+    db.flush().unwrap();
+    put_range(&db, &mut model, "b", 300..400);
+    let snapshot = db.snapshot();
+    let mut it = db.iterator(IteratorMode::Start);
+    fs.inject(FaultRule::new(&[FileOp::SyncDir]).times(1));
+    let mut wo = WriteOptions::default();
+    wo.set_sync(true);
+    let e = db.put_opt(b"failed-write", b"?", &wo).unwrap_err();
+    let first = it.next().expect("a key").unwrap();
+    assert_eq!(&*first.0, b"k00000", "{what}: the iterator reads on");
+    let seen: Model = snapshot
+        .iterator(IteratorMode::Start)
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect();
+    assert_eq!(seen, model, "{what}: the snapshot reads on");
+    drop(it);
+    drop(snapshot);
+    check_after_error(&fs, &opts, db, &model, e, what);
+}
