@@ -18,6 +18,8 @@
 //! and `STRATA_POWER_LOSS_SEEDS=<count>` runs more (the default keeps the
 //! file under a few seconds).
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
@@ -273,11 +275,7 @@ struct Writes<'a> {
 
 /// Memtables switched out and not yet flushed.
 fn immutable_memtables(db: &DB) -> usize {
-    db.property_value("rocksdb.num-immutable-mem-table")
-        .unwrap()
-        .expect("the property is known")
-        .parse()
-        .unwrap()
+    common::prop(db, "rocksdb.num-immutable-mem-table") as usize
 }
 
 /// Runs up to `ops` random operations, recording writes in `h`. Stops at
@@ -535,15 +533,10 @@ impl FileSystem for HeldFlushes {
 
 /// The database's logs, oldest first.
 fn logs(fs: &dyn FileSystem) -> Vec<PathBuf> {
-    let mut logs: Vec<PathBuf> = fs
-        .list(Path::new(DB_DIR))
-        .unwrap()
+    common::files_ending(fs, DB_DIR, ".log")
         .into_iter()
-        .filter(|n| n.ends_with(".log"))
         .map(|n| Path::new(DB_DIR).join(n))
-        .collect();
-    logs.sort();
-    logs
+        .collect()
 }
 
 /// Puts `key(i)` = "v{i}" for i = 0, 1, ... on `fs` (flushes held) until
@@ -613,9 +606,9 @@ fn a_synced_write_makes_the_older_logs_durable() {
         Some(&b"1"[..]),
         "the synced write was lost"
     );
-    let keys: Vec<Vec<u8>> = db
-        .iterator(IteratorMode::Start)
-        .map(|r| r.unwrap().0.to_vec())
+    let keys: Vec<Vec<u8>> = common::contents(&db)
+        .into_iter()
+        .map(|(k, _)| k)
         .filter(|k| k.starts_with(b"k"))
         .collect();
     assert!(keys.len() > 10);

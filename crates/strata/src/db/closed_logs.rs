@@ -29,6 +29,7 @@
 
 use parking_lot::Mutex;
 
+use super::inner::DbInner;
 use crate::error::{Error, Result};
 use crate::wal::LogWriter;
 
@@ -70,9 +71,9 @@ impl ClosedLogs {
             .retain(|(number, _)| *number >= min_log);
     }
 
-    /// Returns once every log closed before the call is durable, and the
-    /// names of the logs created before it (`sync_dir` syncs the
-    /// database's directory), or with the error of the sync that failed.
+    /// Returns once every log closed before the call is durable, and so
+    /// are the names of the logs created before it (`sync_dir` syncs the
+    /// database's directory); or with the error of the sync that failed.
     /// Does I/O: call it without the state lock.
     pub(crate) fn sync_all(&self, sync_dir: impl FnOnce() -> Result<()>) -> Result<()> {
         let mut failed = self.syncing.lock();
@@ -93,5 +94,13 @@ impl ClosedLogs {
             }
         }
         Ok(())
+    }
+}
+
+impl DbInner {
+    /// Makes the closed logs and the names of every log durable
+    /// ([`ClosedLogs::sync_all`] over this database's directory).
+    pub(crate) fn sync_closed_logs(&self) -> Result<()> {
+        self.closed_logs.sync_all(|| self.fs.sync_dir(&self.dir))
     }
 }

@@ -160,9 +160,7 @@ impl DbInner {
             let built = self.write_flush_tables(&mut it, &version, &snapshots, &mut out);
             let built = built.map_err(|e| (e, false)).and_then(|files| {
                 if sync_closed_logs {
-                    self.closed_logs
-                        .sync_all(|| self.fs.sync_dir(&self.dir))
-                        .map_err(|e| (e, true))?;
+                    self.sync_closed_logs().map_err(|e| (e, true))?;
                 }
                 Ok(files)
             });

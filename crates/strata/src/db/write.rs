@@ -702,7 +702,7 @@ impl DbInner {
                 log.add_record(group.data())?;
                 if sync {
                     // Older logs first: this write must not outlast them.
-                    self.closed_logs.sync_all(|| self.fs.sync_dir(&self.dir))?;
+                    self.sync_closed_logs()?;
                     log.sync()?;
                 } else {
                     // Hand the record to the OS so a process crash keeps it.

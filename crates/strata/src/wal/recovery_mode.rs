@@ -11,10 +11,9 @@
 /// Across logs, at recovery: a log whose predecessor fragment shows that an
 /// older log still needed was cut short or is missing (a power loss after
 /// a memtable switch, which syncs neither the old log nor the directory)
-/// ends the replay in the
-/// tolerant and point-in-time modes, is `Corruption` under absolute
-/// consistency, and is passed over when skipping corrupted records
-/// (`docs/format/wal.md`).
+/// ends the replay in the tolerant and point-in-time modes, is
+/// `Corruption` under absolute consistency, and is passed over when
+/// skipping corrupted records (`docs/format/wal.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WalRecoveryMode {
     /// Drop an incomplete or corrupt record at the tail silently; any other
