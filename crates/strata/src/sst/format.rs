@@ -181,12 +181,26 @@ pub(crate) fn check_block_handle(
 
 /// Reads the block at `handle`, checks its checksum and decompresses it
 /// into a buffer of its exact size (an index, filter or other block read
-/// once per table; data blocks go through [`read_data_block`]).
+/// once per table; data blocks go through [`read_data_block`]). A large
+/// block stored uncompressed, as index and filter blocks are, is kept in
+/// the buffer it was read into: one allocation, no copy.
 pub fn read_block(
     file: &dyn RandomAccessFile,
     name: &Arc<str>,
     handle: BlockHandle,
 ) -> Result<Bytes> {
+    let n = handle.size as usize;
+    if n > SCRATCH_KEEP_BYTES {
+        check_block_handle(name, handle, file.size())?;
+        let mut buf = vec![0; n + BLOCK_TRAILER_BYTES];
+        file.read_exact_at(handle.offset, &mut buf)?;
+        let kind = check_trailer(&buf, name, handle)?;
+        if kind == CompressionType::None {
+            buf.truncate(n);
+            return Ok(Bytes::from(buf));
+        }
+        return decompress(kind, contents(&buf), name, handle.offset, false);
+    }
     with_block_read(file, name, handle, |raw| {
         let kind = check_trailer(raw, name, handle)?;
         decompress(kind, contents(raw), name, handle.offset, false)

@@ -2185,3 +2185,42 @@ fn a_scan_over_partly_cached_blocks_still_reads_ahead() {
         props.num_data_blocks
     );
 }
+
+/// An index block larger than the per-thread read buffer is kept in the
+/// buffer it is read into (`read_block`): the table answers every key, and
+/// a flipped byte anywhere in that block is a `Corruption` at its offset.
+#[test]
+fn a_large_index_block_is_read_whole_and_checked() {
+    let cmp: Arc<dyn Comparator> = Arc::new(crate::key::BytewiseComparator);
+    let entries: Entries = (0..20_000u32)
+        .map(|i| {
+            let user = format!("key{i:08}");
+            (ikey(user.as_bytes(), 1, ValueKind::Value), vec![b'v'; 24])
+        })
+        .collect();
+    let opts = TableOptions {
+        block_size: 32,
+        ..Default::default()
+    };
+    let (good, _) = write_table(&entries, &opts);
+    let table = open_bytes(good.clone(), cmp.clone()).unwrap();
+    let index = table.footer().index;
+    assert!(
+        index.size > 256 << 10,
+        "index block of {} bytes fits the read buffer",
+        index.size
+    );
+    let mut rng = StdRng::seed_from_u64(11);
+    check_gets(&table, &entries, &mut rng);
+    for at in [0, index.size / 2, index.size - 1, index.size + 4] {
+        let mut bad = good.clone();
+        bad[(index.offset + at) as usize] ^= 0x10;
+        let e = open_bytes(bad, cmp.clone()).unwrap_err();
+        assert!(e.is_corruption(), "byte {at}: {e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("000001.sst") && msg.contains(&index.offset.to_string()),
+            "byte {at}: {msg}"
+        );
+    }
+}
