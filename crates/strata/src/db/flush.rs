@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{parse_entry_key, SequenceNumber, ValueKind};
 use crate::range_del::{self, CoveredFilter, FragmentedRangeTombstones, RangeTombstone};
+use crate::util::heap::release_free_memory_unlocked;
 use crate::version::{NewFile, Version, VersionEdit};
 
 use super::compaction::cutting::OutputCutter;
@@ -50,6 +51,9 @@ impl DbInner {
                     }
                     self.bg_done.notify_all();
                     self.bg_work.notify_all();
+                    // What the job freed goes back to the system, once
+                    // its waiters are on their way (util/heap.rs).
+                    release_free_memory_unlocked(&mut st);
                     continue;
                 }
             }
@@ -76,6 +80,7 @@ impl DbInner {
                     }
                     self.bg_done.notify_all();
                     self.bg_work.notify_all();
+                    release_free_memory_unlocked(&mut st);
                     continue;
                 }
             }

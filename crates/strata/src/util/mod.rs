@@ -4,5 +4,6 @@
 pub mod coding;
 pub(crate) mod counter;
 pub mod crc;
+pub(crate) mod heap;
 pub(crate) mod key_buf;
 pub mod prefetch;

@@ -256,6 +256,7 @@ impl DbInner {
         }
         self.bg_done.notify_all();
         self.bg_work.notify_all();
+        crate::util::heap::release_free_memory_unlocked(&mut st);
         result
     }
 
