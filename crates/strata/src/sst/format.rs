@@ -191,9 +191,7 @@ pub fn read_block(
 ) -> Result<Bytes> {
     let n = handle.size as usize;
     if n > SCRATCH_KEEP_BYTES {
-        check_block_handle(name, handle, file.size())?;
-        let mut buf = vec![0; n + BLOCK_TRAILER_BYTES];
-        file.read_exact_at(handle.offset, &mut buf)?;
+        let mut buf = read_whole_block(file, name, handle)?;
         let kind = check_trailer(&buf, name, handle)?;
         if kind == CompressionType::None {
             buf.truncate(n);
@@ -237,27 +235,37 @@ fn with_block_read<T>(
     handle: BlockHandle,
     decode: impl FnOnce(&[u8]) -> Result<T>,
 ) -> Result<T> {
-    check_block_handle(name, handle, file.size())?;
     let n = handle.size as usize;
+    if n > SCRATCH_KEEP_BYTES {
+        return decode(&read_whole_block(file, name, handle)?);
+    }
+    check_block_handle(name, handle, file.size())?;
     // Compressed blocks are read into a per-thread buffer that is reused,
     // so a cache miss costs one allocation (the decompressed block), not
     // two allocations, a zero fill and a free.
     READ_SCRATCH.with(|scratch| {
         let mut scratch = scratch.borrow_mut();
-        let mut owned;
-        let buf: &mut Vec<u8> = if n <= SCRATCH_KEEP_BYTES {
-            &mut scratch
-        } else {
-            owned = Vec::new();
-            &mut owned
-        };
-        if buf.len() < n + BLOCK_TRAILER_BYTES {
-            buf.resize(n + BLOCK_TRAILER_BYTES, 0);
+        if scratch.len() < n + BLOCK_TRAILER_BYTES {
+            scratch.resize(n + BLOCK_TRAILER_BYTES, 0);
         }
-        let buf = &mut buf[..n + BLOCK_TRAILER_BYTES];
+        let buf = &mut scratch[..n + BLOCK_TRAILER_BYTES];
         file.read_exact_at(handle.offset, buf)?;
         decode(buf)
     })
+}
+
+/// The block at `handle` with its trailer, read into a buffer of its own
+/// (a block too large for the per-thread buffer), after checking that
+/// the handle is in bounds.
+fn read_whole_block(
+    file: &dyn RandomAccessFile,
+    name: &Arc<str>,
+    handle: BlockHandle,
+) -> Result<Vec<u8>> {
+    check_block_handle(name, handle, file.size())?;
+    let mut buf = vec![0; handle.size as usize + BLOCK_TRAILER_BYTES];
+    file.read_exact_at(handle.offset, &mut buf)?;
+    Ok(buf)
 }
 
 /// Checks and decompresses a data block read whole with its trailer

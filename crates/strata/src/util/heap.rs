@@ -15,7 +15,7 @@
 /// elsewhere nothing to do). It walks every arena under that arena's
 /// lock: 0.9 ms at the median and 10 ms at most after the jobs of a 50M
 /// fill. Call it with no lock held.
-pub(crate) fn release_free_memory() {
+fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu", not(miri)))]
     // SAFETY: malloc_trim takes a plain integer and only walks and
     // releases the allocator's own free lists, under its own locks.
