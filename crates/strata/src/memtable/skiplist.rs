@@ -94,6 +94,7 @@ use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::arena::{Arena, SpareBlocks};
 use crate::util::coding::varint_length;
+use crate::util::random::{next_random, thread_seed};
 
 /// Tallest tower.
 pub(crate) const MAX_HEIGHT: usize = 12;
@@ -803,28 +804,6 @@ impl<C: EntryOrder> ConcurrentListWriter<'_, C> {
     }
 }
 
-/// A seed for a concurrent inserter's tower heights, different for every
-/// thread and every call.
-fn thread_seed() -> u64 {
-    use std::cell::Cell;
-    use std::sync::atomic::AtomicU64;
-    static THREADS: AtomicU64 = AtomicU64::new(0);
-    thread_local! {
-        static STATE: Cell<u64> = const { Cell::new(0) };
-    }
-    STATE.with(|state| {
-        let mut x = state.get();
-        if x == 0 {
-            // Odd multiples of the golden ratio: distinct and never zero.
-            let n = THREADS.fetch_add(1, Ordering::Relaxed);
-            x = (2 * n + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        }
-        next_random(&mut x);
-        state.set(x);
-        x
-    })
-}
-
 impl<C: EntryOrder> ListWriter<'_, C> {
     /// Inserts the entry made of `parts` concatenated, publishing it to
     /// readers before returning. Panics if an equal key is present.
@@ -899,14 +878,6 @@ fn random_height(state: &mut u64) -> usize {
         height += 1;
     }
     height
-}
-
-/// xorshift64*: cheap, and plenty for tower heights.
-fn next_random(state: &mut u64) -> u32 {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    (state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
 }
 
 #[cfg(test)]

@@ -7,3 +7,4 @@ pub mod crc;
 pub(crate) mod heap;
 pub(crate) mod key_buf;
 pub mod prefetch;
+pub(crate) mod random;
