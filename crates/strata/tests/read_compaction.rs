@@ -5,9 +5,12 @@
 //! and the database still holds what a `BTreeMap` model holds. Lookups
 //! that a filter turns away from the file waste nothing, and the option
 //! off leaves the file where it is. Below level 0 the same holds for a
-//! file of level 1 over keys that lookups find in level 2. A
-//! read-triggered compaction waits until no write has come for a second,
-//! so each test lets that second pass before it checks (`settle`).
+//! file of level 1 over keys that lookups find in level 2. Batched
+//! lookups (`multi_get`) charge as point lookups do, and scans charge
+//! through the iterators' read samples (one per mebibyte returned, on
+//! average). A read-triggered compaction waits until no write has come
+//! for a second, so each test lets that second pass before it checks
+//! (`settle`).
 
 mod common;
 
@@ -147,6 +150,124 @@ fn lookups_that_search_a_level0_file_in_vain_compact_it_down() {
             model.get(&key(i)).map(|v| &v[..])
         );
     }
+}
+
+/// `read_lower_keys` in batches of 16 (`multi_get`).
+fn multi_get_lower_keys(db: &DB, model: &Model, n: u32) {
+    let keys: Vec<Vec<u8>> = (0..n).map(|j| key((j * 38) % 10_000)).collect();
+    for batch in keys.chunks(16) {
+        for (k, got) in batch.iter().zip(db.multi_get(batch)) {
+            assert_eq!(got.unwrap().as_deref(), model.get(k).map(|v| &v[..]));
+        }
+    }
+}
+
+#[test]
+fn batched_lookups_that_search_a_level0_file_in_vain_compact_it_down() {
+    let (db, model, l0) = open_with_one_level0_flush(&options(false, true));
+    // Keys level 0 holds: searched there and found, nothing wasted.
+    let upper: Vec<Vec<u8>> = (1..10_000).step_by(10).map(key).collect();
+    for _ in 0..3 * l0 {
+        for batch in upper.chunks(16) {
+            for (k, got) in batch.iter().zip(db.multi_get(batch)) {
+                assert_eq!(got.unwrap().as_deref(), Some(&model[k][..]));
+            }
+        }
+    }
+    multi_get_lower_keys(&db, &model, MIN_ALLOWED_SEEKS - 10);
+    settle(&db);
+    assert_eq!(files_per_level(&db)[0] as u32, l0, "under the allowance");
+    assert_eq!(prop(&db, "strata.num-read-triggered-compactions"), 0);
+    multi_get_lower_keys(&db, &model, 3 * l0 * MIN_ALLOWED_SEEKS);
+    settle_after_read_compaction(&db);
+    assert_eq!(files_per_level(&db)[0], 0, "level 0 is compacted down");
+    let expected: Vec<(Vec<u8>, Vec<u8>)> = model.clone().into_iter().collect();
+    assert_eq!(contents(&db), expected);
+    multi_get_lower_keys(&db, &model, 1_000);
+}
+
+#[test]
+fn batched_lookups_a_filter_turns_away_waste_nothing() {
+    let (db, model, l0) = open_with_one_level0_flush(&options(true, true));
+    multi_get_lower_keys(&db, &model, 3 * l0 * MIN_ALLOWED_SEEKS);
+    settle(&db);
+    assert_eq!(files_per_level(&db)[0] as u32, l0);
+    assert_eq!(prop(&db, "strata.num-read-triggered-compactions"), 0);
+}
+
+/// A database for scans: 400 keys (the even numbers below 800) with 4 KiB
+/// values in one file below level 0, and one level-0 file of 40 keys
+/// (1, 21, 41, ...) over the same range, with the model. A whole scan
+/// returns about 1.8 MB.
+fn open_for_scans(read_triggered: bool) -> (DB, Model) {
+    let mut opts = options(false, read_triggered);
+    opts.set_target_file_size_base(64 << 20);
+    let db = DB::open(&opts, "/db").unwrap();
+    let mut rng = StdRng::seed_from_u64(3);
+    let mut model = Model::new();
+    let mut put = |db: &DB, i: u32| {
+        let v: Vec<u8> = (0..4096).map(|_| rng.gen()).collect();
+        db.put(key(i), &v).unwrap();
+        model.insert(key(i), v);
+    };
+    for i in (0..800).step_by(2) {
+        put(&db, i);
+    }
+    db.compact_range(None::<&[u8]>, None::<&[u8]>).unwrap();
+    for i in (1..800).step_by(20) {
+        put(&db, i);
+    }
+    db.flush().unwrap();
+    db.wait_for_compact().unwrap();
+    let levels = files_per_level(&db);
+    assert_eq!(levels[0], 1, "{levels:?}");
+    assert_eq!(levels[1..].iter().sum::<u64>(), 1, "{levels:?}");
+    (db, model)
+}
+
+/// Scans the whole database `n` times, checking the first scan against
+/// the model.
+fn scan(db: &DB, model: &Model, n: u32) {
+    for round in 0..n {
+        let mut it = db.raw_iterator();
+        it.seek_to_first();
+        let mut expected = model.iter();
+        while let Some((k, v)) = it.item() {
+            if round == 0 {
+                assert_eq!(Some((k, v)), expected.next().map(|(k, v)| (&k[..], &v[..])));
+            }
+            it.next();
+        }
+        it.status().unwrap();
+        if round == 0 {
+            assert_eq!(expected.next(), None);
+        }
+    }
+}
+
+#[test]
+fn scans_over_a_level0_file_and_an_older_one_compact_it_down() {
+    let (db, model) = open_for_scans(true);
+    // About 45 MB returned, some 43 samples (under the file's 100).
+    scan(&db, &model, 25);
+    settle(&db);
+    assert_eq!(files_per_level(&db)[0], 1, "under the allowance");
+    assert_eq!(prop(&db, "strata.num-read-triggered-compactions"), 0);
+    // About 360 MB, some 340 samples, nearly all of keys both files span.
+    scan(&db, &model, 200);
+    settle_after_read_compaction(&db);
+    assert_eq!(files_per_level(&db)[0], 0, "level 0 is compacted down");
+    assert!(prop(&db, "strata.num-read-triggered-compactions") >= 1);
+    scan(&db, &model, 1);
+}
+
+#[test]
+fn scans_charge_nothing_with_read_triggered_compactions_off() {
+    let (db, model) = open_for_scans(false);
+    scan(&db, &model, 200);
+    settle(&db);
+    assert_eq!(files_per_level(&db)[0], 1);
+    assert_eq!(prop(&db, "strata.num-read-triggered-compactions"), 0);
 }
 
 #[test]

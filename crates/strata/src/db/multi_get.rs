@@ -23,6 +23,7 @@
 use std::cmp::Ordering;
 use std::ops::ControlFlow;
 use std::ops::Range;
+use std::sync::Arc;
 
 use crate::error::Result;
 use crate::key::prefix_search::compare_internal_in;
@@ -185,6 +186,7 @@ impl DbInner {
             results: &mut results,
             merges: &mut merges,
             floors: &floors,
+            charges: SeekCharges::new(sv, pending.len(), self.opts.read_triggered_compactions),
         };
         self.tables_get(sv, &pending, &mut answers, &mut scratch, fill_cache);
         for i in merges {
@@ -230,11 +232,11 @@ impl DbInner {
     /// Looks the pending keys up in the tables of `sv`, L0 newest first,
     /// then level by level, each time with only the keys still undecided.
     /// `active` is scratch: the positions in `pending` still undecided.
-    fn tables_get(
+    fn tables_get<'v>(
         &self,
-        sv: &SuperVersion,
+        sv: &'v SuperVersion,
         pending: &Pending,
-        answers: &mut Answers<'_>,
+        answers: &mut Answers<'_, 'v>,
         active: &mut Vec<usize>,
         fill_cache: bool,
     ) {
@@ -270,7 +272,7 @@ impl DbInner {
                 self.read_ahead_level(v, level, pending, active, &mut group);
             }
             self.for_each_file_group(v, level, pending, active, &mut group, |f, keys| {
-                let file = (level, &*files[f]);
+                let file = (level, &files[f]);
                 self.file_get(file, pending, scratch, keys, answers, fill_cache);
                 ControlFlow::Continue(())
             });
@@ -385,18 +387,19 @@ impl DbInner {
     }
 
     /// Looks up the pending keys `group` (ascending positions in `pending`)
-    /// in table `f` of `level`, recording each answer the table gives.
-    /// The probe list and table scratch are reused across the files of a
-    /// batch.
-    fn file_get<'p>(
+    /// in table `f` of `level`, recording each answer the table gives and
+    /// each key it searched in vain. The probe list and table scratch are
+    /// reused across the files of a batch.
+    fn file_get<'p, 'v>(
         &self,
-        (level, f): (usize, &FileMetaData),
+        (level, f): (usize, &'v Arc<FileMetaData>),
         pending: &'p Pending,
         (probes, scratch): &mut (Vec<TableProbe<'p>>, MultiGetScratch),
         group: &[usize],
-        answers: &mut Answers<'_>,
+        answers: &mut Answers<'_, 'v>,
         fill_cache: bool,
     ) {
+        answers.charges.going_on(self, group);
         let table = match self.table_cache.get_for(f, level) {
             Ok(t) => t,
             Err(e) => {
@@ -422,16 +425,88 @@ impl DbInner {
                 r => r.map(table_value),
             });
         });
+        answers
+            .charges
+            .searched(group, scratch.searched(), (level, f));
+    }
+}
+
+/// Per pending key of a batch, its lookup's charge toward a read-triggered
+/// compaction, made as a get makes it ([`DbInner::charge_seek`]): the
+/// first table whose filter let the key through and which did not answer
+/// it is charged once the lookup goes on to another table. One charge per
+/// key and batch. Empty (nothing charged) with read-triggered compactions
+/// off.
+struct SeekCharges<'v> {
+    sv: &'v SuperVersion,
+    state: Vec<SeekCharge<'v>>,
+}
+
+#[derive(Clone, Copy)]
+enum SeekCharge<'v> {
+    /// No table searched in vain yet.
+    Open,
+    /// Table `file` of `level` searched in vain: charged if the lookup
+    /// goes on.
+    Wasted(usize, &'v Arc<FileMetaData>),
+    /// The lookup's charge is made.
+    Made,
+}
+
+impl<'v> SeekCharges<'v> {
+    fn new(sv: &'v SuperVersion, keys: usize, enabled: bool) -> SeekCharges<'v> {
+        let len = if enabled { keys } else { 0 };
+        SeekCharges {
+            sv,
+            state: vec![SeekCharge::Open; len],
+        }
+    }
+
+    /// The lookups of `group` (positions in the pending keys) go on to
+    /// another table: each charges the table it searched in vain, if any.
+    fn going_on(&mut self, db: &DbInner, group: &[usize]) {
+        if self.state.is_empty() {
+            return;
+        }
+        for &j in group {
+            if let SeekCharge::Wasted(level, f) = self.state[j] {
+                db.charge_seek(self.sv, level, f);
+                self.state[j] = SeekCharge::Made;
+            }
+        }
+    }
+
+    /// Table `file` searched the lookups `searched` (positions in `group`)
+    /// past its filter: the first such table of each lookup is the one a
+    /// lookup that goes on charges. A lookup the table answered never goes
+    /// on.
+    fn searched(
+        &mut self,
+        group: &[usize],
+        searched: impl Iterator<Item = usize>,
+        (level, file): (usize, &'v Arc<FileMetaData>),
+    ) {
+        if self.state.is_empty() {
+            return;
+        }
+        for p in searched {
+            let j = group[p];
+            if let SeekCharge::Open = self.state[j] {
+                self.state[j] = SeekCharge::Wasted(level, file);
+            }
+        }
     }
 }
 
 /// The answers of a batch: per key, decided or not yet; and the keys
 /// whose newest version is a merge operand, left to the merge read.
-struct Answers<'r> {
+struct Answers<'r, 'v> {
     results: &'r mut [Option<MultiGetResult>],
     merges: &'r mut Vec<usize>,
     /// Per key, the newest range deletion over it; empty if there is none.
     floors: &'r [SequenceNumber],
+    /// Per pending key (not per key), its lookup's read charge.
+    charges: SeekCharges<'v>,
 }
 
 /// A table's answer as the user sees it.

@@ -667,7 +667,11 @@ impl Options {
     /// Compacts a file that point lookups keep searching in vain (they read
     /// a block of it, miss, and find the key in an older file), once they
     /// have wasted about one lookup per 16 KiB of it: LevelDB's seek
-    /// compaction, Pebble's read-triggered compaction. The lowest-priority
+    /// compaction, Pebble's read-triggered compaction. Batched lookups
+    /// (`multi_get`) count as point lookups do. Iterators count through
+    /// read samples, as in LevelDB and Pebble: about once per MiB of keys
+    /// and values returned, a returned key that two or more files may hold
+    /// counts one wasted lookup against the newest. The lowest-priority
     /// compaction, never while memtables wait for a flush, and only once
     /// no write has come for a second (under a steady writer the
     /// score-driven compactions reshape level 0 anyway, and compacting

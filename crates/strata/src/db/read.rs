@@ -12,7 +12,7 @@ use crate::iter::merging::MergingIterator;
 use crate::iter::{InternalIterator, SeekReads};
 use crate::key::{
     pack_trailer, Comparator, InternalKey, ParsedInternalKey, SequenceNumber, ValueKind,
-    TRAILER_BYTES,
+    MAX_SEQUENCE_NUMBER, TRAILER_BYTES,
 };
 use crate::memtable::{MemLookup, MemTable};
 use crate::range_del::{FragmentedRangeTombstones, RangeDelView, RangeTombstone, SkipCovered};
@@ -344,11 +344,30 @@ impl DbInner {
     /// compaction candidate of the lookup's version and wakes the
     /// background threads (once per version: the state lock is taken
     /// only then).
-    fn charge_seek(&self, sv: &SuperVersion, level: usize, f: &Arc<FileMetaData>) {
+    pub(super) fn charge_seek(&self, sv: &SuperVersion, level: usize, f: &Arc<FileMetaData>) {
         if f.charge_seek() && sv.version.seek_compaction.set((level, f.clone())).is_ok() {
             let _st = self.state.lock();
             self.bg_work.notify_all();
         }
+    }
+
+    /// A read sample of an iterator (LevelDB's `RecordReadSample`, Pebble's
+    /// `sampleRead`): the iterator returned `key` of version `sv`. If two
+    /// or more files of the version may hold it, a read there merges them
+    /// all, so the first (newest) is charged one wasted lookup, as a get
+    /// that searched it in vain would charge it. Packed tables, whose
+    /// lookups and scans read no blocks, are not charged (as for gets).
+    pub(super) fn sample_read(&self, sv: &SuperVersion, key: &[u8]) {
+        with_lookup(key, MAX_SEQUENCE_NUMBER, |lookup| {
+            let mut files = self.candidate_files(sv, key, lookup);
+            let (Some((level, first)), Some(_)) = (files.next(), files.next()) else {
+                return;
+            };
+            let table = self.table_cache.get_for(first, level);
+            if table.is_ok_and(|t| matches!(*t, Table::Block(_))) {
+                self.charge_seek(sv, level, first);
+            }
+        });
     }
 
     /// With direct reads, where every block read waits on the device: if
@@ -616,7 +635,7 @@ pub(super) fn with_seek_reads<R>(f: impl FnOnce(&mut SeekReads) -> R) -> R {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::{BytewiseComparator, InternalKeyComparator, MAX_SEQUENCE_NUMBER};
+    use crate::key::{BytewiseComparator, InternalKeyComparator};
     use crate::memtable::MemTableGet;
 
     fn key(i: usize) -> Vec<u8> {

@@ -209,8 +209,10 @@ impl Table {
             Table::Block(t) => t.multi_get(probes, fill_cache, scratch, &mut |i, r| {
                 answer(i, r.map(Found::from))
             }),
-            // A lookup is a few integer operations: nothing to batch.
+            // A lookup is a few integer operations: nothing to batch, and
+            // no block searched.
             Table::Packed(t) => {
+                scratch.forget_searched();
                 for (i, p) in probes.iter().enumerate() {
                     match t.get_value(p.lookup, need_sequence) {
                         Ok(Some((sequence, kind, value))) => answer(

@@ -72,6 +72,22 @@ pub(crate) struct MultiGetScratch {
     ahead_buf: Vec<u8>,
 }
 
+impl MultiGetScratch {
+    /// The probes (indices into the last [`TableReader::multi_get`]'s
+    /// probes) that the table's filter let through to a data block: those
+    /// it searched, found or not. None after a packed table's lookups
+    /// ([`forget_searched`](Self::forget_searched)).
+    pub(crate) fn searched(&self) -> impl Iterator<Item = usize> + '_ {
+        self.survivors.iter().map(|s| s.probe)
+    }
+
+    /// Clears what [`searched`](Self::searched) reports, for lookups that
+    /// searched no block.
+    pub(crate) fn forget_searched(&mut self) {
+        self.survivors.clear();
+    }
+}
+
 /// A probe that the filter lets through.
 #[derive(Clone, Copy)]
 struct Survivor {
@@ -105,6 +121,8 @@ impl TableReader {
                 self.name
             );
         }
+        // Nothing searched until pass 2 says so (`MultiGetScratch::searched`).
+        scratch.survivors.clear();
         // The index and filter once for the batch (from the cache, maybe).
         // Failing that, every probe fails with the error.
         let fail_all = |e: Error, answer: &mut dyn FnMut(usize, Result<TableEntry>)| {
