@@ -52,6 +52,14 @@ fn settle_after_read_compaction(db: &DB) {
     settle(db);
 }
 
+/// Settles, then checks that level 0 still holds its `l0` files and no
+/// read-triggered compaction ran.
+fn assert_level0_kept(db: &DB, l0: u32) {
+    settle(db);
+    assert_eq!(files_per_level(db)[0] as u32, l0);
+    assert_eq!(prop(db, "strata.num-read-triggered-compactions"), 0);
+}
+
 fn key(i: u32) -> Vec<u8> {
     format!("{i:08}").into_bytes()
 }
@@ -190,9 +198,7 @@ fn batched_lookups_that_search_a_level0_file_in_vain_compact_it_down() {
 fn batched_lookups_a_filter_turns_away_waste_nothing() {
     let (db, model, l0) = open_with_one_level0_flush(&options(true, true));
     multi_get_lower_keys(&db, &model, 3 * l0 * MIN_ALLOWED_SEEKS);
-    settle(&db);
-    assert_eq!(files_per_level(&db)[0] as u32, l0);
-    assert_eq!(prop(&db, "strata.num-read-triggered-compactions"), 0);
+    assert_level0_kept(&db, l0);
 }
 
 /// A database for scans: 400 keys (the even numbers below 800) with 4 KiB
@@ -287,9 +293,7 @@ fn lookups_a_filter_turns_away_waste_nothing() {
 fn read_triggered_compactions_can_be_turned_off() {
     let (db, model, l0) = open_with_one_level0_flush(&options(false, false));
     read_lower_keys(&db, &model, 3 * l0 * MIN_ALLOWED_SEEKS);
-    settle(&db);
-    assert_eq!(files_per_level(&db)[0] as u32, l0);
-    assert_eq!(prop(&db, "strata.num-read-triggered-compactions"), 0);
+    assert_level0_kept(&db, l0);
 }
 
 /// A database with keys 0, 2, 4, ... below 10,000 in level 2 and keys
