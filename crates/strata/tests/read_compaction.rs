@@ -124,11 +124,16 @@ fn open_with_one_level0_flush(opts: &Options) -> (DB, Model, u32) {
     (db, writes.model, l0)
 }
 
+/// `n` even keys (in the lower levels, not in the level-0 file), spread
+/// over the key range.
+fn lower_keys(n: u32) -> Vec<Vec<u8>> {
+    (0..n).map(|j| key((j * 38) % 10_000)).collect()
+}
+
 /// Looks up `n` even keys (in the lower levels, not in the level-0 file),
 /// checking each against the model.
 fn read_lower_keys(db: &DB, model: &Model, n: u32) {
-    for j in 0..n {
-        let k = key((j * 38) % 10_000);
+    for k in lower_keys(n) {
         assert_eq!(
             db.get(&k).unwrap().as_deref(),
             model.get(&k).map(|v| &v[..])
@@ -162,8 +167,7 @@ fn lookups_that_search_a_level0_file_in_vain_compact_it_down() {
 
 /// `read_lower_keys` in batches of 16 (`multi_get`).
 fn multi_get_lower_keys(db: &DB, model: &Model, n: u32) {
-    let keys: Vec<Vec<u8>> = (0..n).map(|j| key((j * 38) % 10_000)).collect();
-    for batch in keys.chunks(16) {
+    for batch in lower_keys(n).chunks(16) {
         for (k, got) in batch.iter().zip(db.multi_get(batch)) {
             assert_eq!(got.unwrap().as_deref(), model.get(k).map(|v| &v[..]));
         }

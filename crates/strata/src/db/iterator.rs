@@ -150,7 +150,6 @@ impl<'a> DBRawIterator<'a> {
         let sv = db.super_version();
         let seq = ro.snapshot.unwrap_or(sv.sequence);
         let mut range_dels = crate::range_del::RangeDelView::default();
-        let failed = error.is_some();
         let opened = match error {
             Some(e) => Err(e),
             None => db.range_del_view(&sv).and_then(|view| {
@@ -173,7 +172,7 @@ impl<'a> DBRawIterator<'a> {
         .with_merge_operator(db.opts.merge_operator.clone())
         .with_range_deletions(range_dels)
         .with_prefix_same_as_start(ro.prefix_same_as_start && !ro.total_order_seek);
-        let sampling = (db.opts.read_triggered_compactions && !failed).then(ReadSampling::new);
+        let sampling = db.opts.read_triggered_compactions.then(ReadSampling::new);
         DBRawIterator {
             iter,
             verify_checksums: ro.verify_checksums,
@@ -241,9 +240,7 @@ impl<'a> DBRawIterator<'a> {
             samples += 1;
         }
         sampling.bytes_left -= bytes;
-        for _ in 0..samples {
-            self.version.db.sample_read(sv, self.iter.key());
-        }
+        self.version.db.sample_read(sv, self.iter.key(), samples);
     }
 
     /// True while positioned at an entry.

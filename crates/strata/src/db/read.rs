@@ -351,13 +351,15 @@ impl DbInner {
         }
     }
 
-    /// A read sample of an iterator (LevelDB's `RecordReadSample`, Pebble's
-    /// `sampleRead`): the iterator returned `key` of version `sv`. If two
-    /// or more files of the version may hold it, a read there merges them
-    /// all, so the first (newest) is charged one wasted lookup, as a get
-    /// that searched it in vain would charge it. Packed tables, whose
-    /// lookups and scans read no blocks, are not charged (as for gets).
-    pub(super) fn sample_read(&self, sv: &SuperVersion, key: &[u8]) {
+    /// `samples` read samples of an iterator (LevelDB's `RecordReadSample`,
+    /// Pebble's `sampleRead`), all of `key`, which the iterator returned
+    /// from version `sv`. If two or more files of the version may hold it,
+    /// a read there merges them all, so the first (newest) is charged one
+    /// wasted lookup per sample, as a get that searched it in vain would
+    /// charge it. The files are found once for all the samples. Packed
+    /// tables, whose lookups and scans read no blocks, are not charged (as
+    /// for gets).
+    pub(super) fn sample_read(&self, sv: &SuperVersion, key: &[u8], samples: u32) {
         with_lookup(key, MAX_SEQUENCE_NUMBER, |lookup| {
             let mut files = self.candidate_files(sv, key, lookup);
             let (Some((level, first)), Some(_)) = (files.next(), files.next()) else {
@@ -365,7 +367,9 @@ impl DbInner {
             };
             let table = self.table_cache.get_for(first, level);
             if table.is_ok_and(|t| matches!(*t, Table::Block(_))) {
-                self.charge_seek(sv, level, first);
+                for _ in 0..samples {
+                    self.charge_seek(sv, level, first);
+                }
             }
         });
     }

@@ -5,7 +5,8 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The next number of the xorshift64* sequence in `state` (never zero).
+/// The next number of the xorshift64* sequence in `state` (a state that
+/// is not zero never becomes zero).
 pub(crate) fn next_random(state: &mut u64) -> u32 {
     *state ^= *state >> 12;
     *state ^= *state << 25;
